@@ -1,0 +1,303 @@
+//! The arena: one contiguous reservation of address space, one region per
+//! node, carved into 64 KiB chunks; and the side table of slab metadata.
+//!
+//! # Why one reservation
+//!
+//! The home node of any object is pure arithmetic on its address:
+//! `(ptr - base) >> node_shift`. Finding an object's slab is arithmetic too,
+//! because a slab of `2^order` chunks starts on a `2^order`-chunk boundary:
+//! `ptr & !(slab_bytes - 1)`. Neither needs to read memory.
+//!
+//! # Runs
+//!
+//! A *run* is `2^order` chunks (order 0..=[`MAX_SLAB_ORDER`]) aligned to its
+//! size; a slab occupies exactly one run. Runs come from a bump pointer that
+//! commits address space as it goes, or from per-order free lists of runs
+//! that slabs gave back (their pages already returned to the OS). Gaps left
+//! by aligning the bump pointer go to the free lists, and a larger free run
+//! is split when a smaller order has none. Runs are not merged again: memory
+//! still goes back to the OS, only address space stays fragmented.
+//!
+//! # Locks
+//!
+//! Each node's `ArenaInner` is guarded by its own mutex; callers may hold a
+//! slab-list lock while taking it (never the reverse).
+
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use crate::node::{NodeId, MAX_NODES};
+use crate::os;
+use crate::slab::{SlabMeta, NIL};
+use crate::sync::Mutex;
+
+/// log2 of the chunk size.
+pub const CHUNK_SHIFT: u32 = 16;
+/// The unit of address space handed to slabs: 64 KiB.
+pub const CHUNK_BYTES: usize = 1 << CHUNK_SHIFT;
+/// Largest run order: `2^5` chunks = 2 MiB.
+pub const MAX_SLAB_ORDER: usize = 5;
+const ORDERS: usize = MAX_SLAB_ORDER + 1;
+
+/// Per-node region sizes tried at start-up, largest first.
+const NODE_SPAN_SHIFTS: [u32; 6] = [36, 34, 32, 31, 30, 28];
+
+static ARENA_BASE: AtomicUsize = AtomicUsize::new(0);
+static NODE_SHIFT: AtomicU32 = AtomicU32::new(0);
+
+/// Everything an arena region needs, per node.
+struct NodeArena {
+    /// Address of this node's `SlabMeta` table (set once at init).
+    meta: AtomicUsize,
+    inner: Mutex<ArenaInner>,
+}
+
+/// Bookkeeping of one node's region.
+///
+/// Invariants: `bump <= committed <= chunk_limit`; every chunk below `bump`
+/// is committed and belongs to exactly one slab or one free run; each
+/// `free_runs[o]` list links (through `SlabMeta::next`) runs of order `o`
+/// whose pages hold no data.
+struct ArenaInner {
+    bump: u32,
+    chunk_limit: u32,
+    meta_committed_bytes: usize,
+    free_runs: [u32; ORDERS],
+    free_run_count: [u32; ORDERS],
+}
+
+static NODE_ARENAS: [NodeArena; MAX_NODES] = [const {
+    NodeArena {
+        meta: AtomicUsize::new(0),
+        inner: Mutex::new(ArenaInner {
+            bump: 0,
+            chunk_limit: 0,
+            meta_committed_bytes: 0,
+            free_runs: [NIL; ORDERS],
+            free_run_count: [0; ORDERS],
+        }),
+    }
+}; MAX_NODES];
+
+/// Reserves the regions of `node_count` nodes. Called once by the runtime.
+pub(crate) fn init(node_count: usize) -> bool {
+    let meta_entry = core::mem::size_of::<SlabMeta>();
+    for shift in NODE_SPAN_SHIFTS {
+        let span = 1usize << shift;
+        let Some(total) = span.checked_mul(node_count) else {
+            continue;
+        };
+        let Some(base) = os::reserve(total, span) else {
+            continue;
+        };
+        let chunks = span >> CHUNK_SHIFT;
+        for arena in NODE_ARENAS.iter().take(node_count) {
+            let Some(meta) = os::reserve(chunks * meta_entry, os::page_size()) else {
+                return false;
+            };
+            arena.meta.store(meta.as_ptr() as usize, Ordering::Relaxed);
+            arena.inner.lock().chunk_limit = chunks as u32;
+        }
+        NODE_SHIFT.store(shift, Ordering::Relaxed);
+        ARENA_BASE.store(base.as_ptr() as usize, Ordering::Release);
+        return true;
+    }
+    false
+}
+
+/// Start of the arena (0 before initialisation).
+#[inline(always)]
+pub fn base() -> usize {
+    ARENA_BASE.load(Ordering::Relaxed)
+}
+
+/// Bytes of address space per node.
+#[inline(always)]
+pub fn node_span() -> usize {
+    let shift = NODE_SHIFT.load(Ordering::Relaxed);
+    if shift == 0 {
+        0
+    } else {
+        1usize << shift
+    }
+}
+
+/// Start of `node`'s region.
+#[inline(always)]
+pub fn node_base(node: NodeId) -> usize {
+    base() + node.index() * node_span()
+}
+
+/// Home node of an arena address, or `None` if the address is outside the
+/// arena (directly mapped objects, foreign pointers).
+#[inline]
+pub fn home_node(ptr: usize) -> Option<NodeId> {
+    let base = base();
+    let span = node_span();
+    if span == 0 || ptr < base {
+        return None;
+    }
+    let index = (ptr - base) >> NODE_SHIFT.load(Ordering::Relaxed);
+    if index < crate::node::node_count() {
+        NodeId::new(index)
+    } else {
+        None
+    }
+}
+
+/// Chunk index of `ptr` within `node`'s region.
+#[inline]
+pub(crate) fn chunk_index(node: NodeId, ptr: usize) -> u32 {
+    ((ptr - node_base(node)) >> CHUNK_SHIFT) as u32
+}
+
+/// Address of chunk `index` of `node`.
+#[inline]
+pub(crate) fn chunk_address(node: NodeId, index: u32) -> usize {
+    node_base(node) + ((index as usize) << CHUNK_SHIFT)
+}
+
+/// The metadata entry of chunk `index` of `node`.
+///
+/// The pointer is valid (committed) for every chunk below the node's bump
+/// pointer; the caller must hold the lock that guards the entry (see
+/// `SlabMeta`).
+#[inline]
+pub(crate) fn meta(node: NodeId, index: u32) -> *mut SlabMeta {
+    let table = NODE_ARENAS[node.index()].meta.load(Ordering::Relaxed) as *mut SlabMeta;
+    table.wrapping_add(index as usize)
+}
+
+/// Takes a run of `2^order` chunks from `node`; its pages read as zero.
+pub(crate) fn take_run(node: NodeId, order: usize) -> Option<u32> {
+    let arena = &NODE_ARENAS[node.index()];
+    let mut inner = arena.inner.lock();
+    if let Some(run) = pop_free(node, &mut inner, order) {
+        return Some(run);
+    }
+    if let Some(run) = bump_run(node, &mut inner, order) {
+        return Some(run);
+    }
+    // Split the smallest larger free run.
+    for larger in order + 1..ORDERS {
+        if let Some(run) = pop_free(node, &mut inner, larger) {
+            let mut upper = larger;
+            while upper > order {
+                upper -= 1;
+                push_free(node, &mut inner, run + (1 << upper), upper);
+            }
+            return Some(run);
+        }
+    }
+    None
+}
+
+/// Gives back a run whose pages were already returned to the OS (or never
+/// touched).
+pub(crate) fn give_run(node: NodeId, run: u32, order: usize) {
+    let mut inner = NODE_ARENAS[node.index()].inner.lock();
+    push_free(node, &mut inner, run, order);
+}
+
+fn pop_free(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
+    let run = inner.free_runs[order];
+    if run == NIL {
+        return None;
+    }
+    // SAFETY: `run` is below the bump pointer (free-list invariant), so its
+    // metadata entry is committed; free runs' entries are guarded by the
+    // arena lock, which `inner` proves we hold.
+    let entry = unsafe { &mut *meta(node, run) };
+    inner.free_runs[order] = entry.next;
+    inner.free_run_count[order] -= 1;
+    entry.next = NIL;
+    Some(run)
+}
+
+fn push_free(node: NodeId, inner: &mut ArenaInner, run: u32, order: usize) {
+    // SAFETY: as in `pop_free`: the run lies below the bump pointer and the
+    // arena lock is held.
+    let entry = unsafe { &mut *meta(node, run) };
+    entry.reset_released(order as u8);
+    entry.next = inner.free_runs[order];
+    inner.free_runs[order] = run;
+    inner.free_run_count[order] += 1;
+}
+
+fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
+    let run_chunks = 1u32 << order;
+    let start = inner.bump;
+    let aligned = (start + run_chunks - 1) & !(run_chunks - 1);
+    let end = aligned.checked_add(run_chunks)?;
+    if end > inner.chunk_limit {
+        return None;
+    }
+    // Commit the address space and the metadata entries for [start, end).
+    let region = NonNull::new(chunk_address(node, start) as *mut u8)?;
+    if !os::commit(region, ((end - start) as usize) << CHUNK_SHIFT) {
+        return None;
+    }
+    if !commit_meta(node, inner, end) {
+        return None;
+    }
+    inner.bump = end;
+    // Hand the alignment gap to the free lists as aligned runs.
+    let mut gap = start;
+    while gap < aligned {
+        let mut order = (gap.trailing_zeros() as usize).min(MAX_SLAB_ORDER);
+        while gap + (1 << order) > aligned {
+            order -= 1;
+        }
+        push_free(node, inner, gap, order);
+        gap += 1 << order;
+    }
+    Some(aligned)
+}
+
+fn commit_meta(node: NodeId, inner: &mut ArenaInner, chunks: u32) -> bool {
+    let needed = chunks as usize * core::mem::size_of::<SlabMeta>();
+    if needed <= inner.meta_committed_bytes {
+        return true;
+    }
+    let step = 64 * 1024;
+    let target = needed.div_ceil(step) * step;
+    let table = NODE_ARENAS[node.index()].meta.load(Ordering::Relaxed);
+    let limit = inner.chunk_limit as usize * core::mem::size_of::<SlabMeta>();
+    let target = target.min(limit.div_ceil(os::page_size()) * os::page_size());
+    let Some(start) = NonNull::new((table + inner.meta_committed_bytes) as *mut u8) else {
+        return false;
+    };
+    if !os::commit(start, target - inner.meta_committed_bytes) {
+        return false;
+    }
+    inner.meta_committed_bytes = target;
+    true
+}
+
+/// Locks every node's arena (fork prepare handler).
+pub(crate) fn lock_all_for_fork() {
+    for arena in &NODE_ARENAS {
+        arena.inner.raw().lock();
+    }
+}
+
+/// Unlocks what `lock_all_for_fork` locked.
+///
+/// # Safety
+///
+/// 1. The calling thread called `lock_all_for_fork` and has not unlocked.
+pub(crate) unsafe fn unlock_all_after_fork() {
+    for arena in &NODE_ARENAS {
+        // SAFETY: duty 1: this thread holds every arena lock.
+        unsafe { arena.inner.raw().unlock() };
+    }
+}
+
+/// Chunks carved from `node`'s region so far, and chunks sitting in free runs.
+pub fn usage(node: NodeId) -> (u64, u64) {
+    let inner = NODE_ARENAS[node.index()].inner.lock();
+    let free: u64 = (0..ORDERS)
+        .map(|o| u64::from(inner.free_run_count[o]) << o)
+        .sum();
+    (u64::from(inner.bump), free)
+}

@@ -1,0 +1,308 @@
+//! Caches: one per size class (the kernel's `kmem_cache`).
+//!
+//! A [`Cache`] owns the live `sheaf_capacity` and the counters of its class;
+//! the per-node parts (a [`Barn`] and a [`SlabList`] for every node) live in
+//! [`NodeClass`]. All of it is static and const-initialised, so it exists
+//! before the first allocation.
+//!
+//! # Counters
+//!
+//! Counters here are atomics updated only on slow paths (barn exchanges,
+//! refills, flushes). Allocations and frees are counted per thread with
+//! plain stores (see `thread_cache.rs`) and folded in when the thread exits
+//! and when statistics are read.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::barn::Barn;
+use crate::node::{NodeId, MAX_NODES};
+use crate::os;
+use crate::sheaf::SHEAF_CAPACITY_MAX;
+use crate::size_class::{SizeClass, NUM_CLASSES};
+use crate::slab::{SlabList, EMPTY_DECAY_MS};
+use crate::sync::Mutex;
+
+/// Default sheaf capacity for a class, by object size. The kernel's 7.0
+/// defaults for the kmalloc caches (60 / 26 / 12 / 4 objects for under
+/// 256 B, from 256 B, from 1 KiB, from 4 KiB), plus 2 for the span classes
+/// above 32 KiB, whose objects are large enough that caching more per thread costs
+/// more memory than it saves time.
+pub fn default_sheaf_capacity(class: SizeClass) -> u32 {
+    match class.object_size() {
+        0..=255 => 60,
+        256..=1023 => 26,
+        1024..=4095 => 12,
+        4096..=32768 => 4,
+        _ => 2,
+    }
+}
+
+/// Slow-path counters of one cache. Each field only grows.
+#[derive(Debug, Default)]
+pub struct CacheCounters {
+    /// Allocations and frees folded in from threads that exited, plus those
+    /// served without a thread cache.
+    pub allocs_folded: AtomicU64,
+    /// See `allocs_folded`.
+    pub frees_folded: AtomicU64,
+    /// Main and spare swapped because main was empty (alloc) or full (free).
+    pub spare_swaps: AtomicU64,
+    /// A full sheaf was taken from the barn.
+    pub barn_get_hits: AtomicU64,
+    /// The barn had no full sheaf; the thread refilled from slabs.
+    pub barn_get_misses: AtomicU64,
+    /// A full sheaf was stored in the barn.
+    pub barn_put_hits: AtomicU64,
+    /// The barn was at its limit; the thread flushed to slabs.
+    pub barn_put_misses: AtomicU64,
+    /// Bulk refills of a sheaf from slabs.
+    pub slab_refills: AtomicU64,
+    /// Objects moved from slabs into sheaves.
+    pub refilled_objects: AtomicU64,
+    /// Bulk flushes from a sheaf (or single frees) to slabs.
+    pub slab_flushes: AtomicU64,
+    /// Objects moved from sheaves to slabs.
+    pub flushed_objects: AtomicU64,
+    /// Frees of objects whose home is another node than the freeing thread's.
+    pub remote_frees: AtomicU64,
+    /// Sheaves resized to a new capacity.
+    pub sheaf_resizes: AtomicU64,
+    /// Allocations that failed because the OS refused memory.
+    pub alloc_failures: AtomicU64,
+}
+
+impl CacheCounters {
+    const fn new() -> Self {
+        Self {
+            allocs_folded: AtomicU64::new(0),
+            frees_folded: AtomicU64::new(0),
+            spare_swaps: AtomicU64::new(0),
+            barn_get_hits: AtomicU64::new(0),
+            barn_get_misses: AtomicU64::new(0),
+            barn_put_hits: AtomicU64::new(0),
+            barn_put_misses: AtomicU64::new(0),
+            slab_refills: AtomicU64::new(0),
+            refilled_objects: AtomicU64::new(0),
+            slab_flushes: AtomicU64::new(0),
+            flushed_objects: AtomicU64::new(0),
+            remote_frees: AtomicU64::new(0),
+            sheaf_resizes: AtomicU64::new(0),
+            alloc_failures: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds `n` to a counter (slow paths only).
+    #[inline]
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// One size class's cache: the live capacity and the counters.
+///
+/// Invariant: `1 <= capacity <= SHEAF_CAPACITY_MAX` once initialised;
+/// `capacity == 0` means "not yet initialised, use the default".
+pub struct Cache {
+    capacity: AtomicU32,
+    /// Slow-path counters.
+    pub counters: CacheCounters,
+}
+
+impl Cache {
+    const fn new() -> Self {
+        Self {
+            capacity: AtomicU32::new(0),
+            counters: CacheCounters::new(),
+        }
+    }
+
+    /// The sheaf capacity threads apply at their next exchange.
+    #[inline]
+    pub fn sheaf_capacity(&self, class: SizeClass) -> u32 {
+        match self.capacity.load(Ordering::Relaxed) {
+            0 => default_sheaf_capacity(class),
+            n => n,
+        }
+    }
+}
+
+/// Why a capacity change was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapacityOutOfRange {
+    /// The value asked for.
+    pub requested: u64,
+}
+
+impl CapacityOutOfRange {
+    /// Smallest allowed capacity.
+    pub const MIN: u32 = 1;
+    /// Largest allowed capacity.
+    pub const MAX: u32 = SHEAF_CAPACITY_MAX;
+}
+
+impl core::fmt::Display for CapacityOutOfRange {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "sheaf_capacity {} is outside the allowed range {}..={}",
+            self.requested,
+            Self::MIN,
+            Self::MAX
+        )
+    }
+}
+
+/// Sets the sheaf capacity of `class`; every thread applies it at its next
+/// sheaf exchange (growing or shrinking; excess objects go back to slabs).
+pub fn set_sheaf_capacity(class: SizeClass, capacity: u64) -> Result<(), CapacityOutOfRange> {
+    if capacity < u64::from(CapacityOutOfRange::MIN)
+        || capacity > u64::from(CapacityOutOfRange::MAX)
+    {
+        return Err(CapacityOutOfRange {
+            requested: capacity,
+        });
+    }
+    cache(class)
+        .capacity
+        .store(capacity as u32, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The per-node state of one class: its barn and its slabs, on separate
+/// cache lines so that barn traffic and slab traffic do not collide.
+pub struct NodeClass {
+    /// Full and empty sheaves.
+    pub barn: Padded<Mutex<Barn>>,
+    /// The slabs.
+    pub slabs: Padded<Mutex<SlabList>>,
+}
+
+/// Aligns its content to a cache line.
+#[repr(align(64))]
+pub struct Padded<T>(pub T);
+
+impl<T> core::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+static NODE_CLASSES: [[NodeClass; NUM_CLASSES]; MAX_NODES] = [const {
+    [const {
+        NodeClass {
+            barn: Padded(Mutex::new(Barn::new())),
+            slabs: Padded(Mutex::new(SlabList::new())),
+        }
+    }; NUM_CLASSES]
+}; MAX_NODES];
+
+static CACHES: [Cache; NUM_CLASSES] = [const { Cache::new() }; NUM_CLASSES];
+
+/// The cache of `class`.
+#[inline(always)]
+pub fn cache(class: SizeClass) -> &'static Cache {
+    // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+    unsafe { CACHES.get_unchecked(class.index()) }
+}
+
+/// The barn and slabs of `class` on `node`.
+#[inline]
+pub fn node_class(node: NodeId, class: SizeClass) -> &'static NodeClass {
+    &NODE_CLASSES[node.index()][class.index()]
+}
+
+/// Returns objects to their slabs on `node` and counts the flush.
+///
+/// # Safety
+///
+/// 1. Every object is a free object of `class` whose home is `node`, owned
+///    by the caller, listed once.
+pub unsafe fn flush_to_slabs(node: NodeId, class: SizeClass, objects: &[*mut u8]) {
+    if objects.is_empty() {
+        return;
+    }
+    let now = os::monotonic_ms();
+    let mut slabs = node_class(node, class).slabs.lock();
+    // SAFETY: duty 1 of our caller is duty 1 and 2 of `flush`.
+    unsafe { slabs.flush(node, class, objects, now) };
+    drop(slabs);
+    let counters = &cache(class).counters;
+    CacheCounters::add(&counters.slab_flushes, 1);
+    CacheCounters::add(&counters.flushed_objects, objects.len() as u64);
+}
+
+/// Fills `out` from `node`'s slabs of `class`; counts the refill.
+pub fn refill_from_slabs(node: NodeId, class: SizeClass, out: &mut [*mut u8]) -> usize {
+    let filled = node_class(node, class)
+        .slabs
+        .lock()
+        .refill(node, class, out);
+    let counters = &cache(class).counters;
+    CacheCounters::add(&counters.slab_refills, 1);
+    CacheCounters::add(&counters.refilled_objects, filled as u64);
+    if filled < out.len() {
+        CacheCounters::add(&counters.alloc_failures, 1);
+    }
+    filled
+}
+
+static NEXT_DECAY_MS: AtomicU64 = AtomicU64::new(0);
+
+/// About once per decay period, lets every slab list return slabs that have
+/// stayed empty (called from slow paths; takes no lock that is held).
+pub fn maybe_decay() {
+    let now = os::monotonic_ms();
+    let due = NEXT_DECAY_MS.load(Ordering::Relaxed);
+    if now < due
+        || NEXT_DECAY_MS
+            .compare_exchange(
+                due,
+                now + EMPTY_DECAY_MS,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_err()
+    {
+        return;
+    }
+    for node in NodeId::all() {
+        for class in SizeClass::all() {
+            let slabs = &node_class(node, class).slabs;
+            if slabs.raw().try_lock() {
+                // SAFETY: `try_lock` just acquired the lock for this thread.
+                unsafe {
+                    slabs.get_unchecked().decay(node, class, now);
+                    slabs.raw().unlock();
+                }
+            }
+        }
+    }
+}
+
+/// Locks every barn and slab list, in a fixed order (fork prepare).
+pub(crate) fn lock_all_for_fork() {
+    for node in NODE_CLASSES.iter() {
+        for node_class in node.iter() {
+            node_class.barn.raw().lock();
+            node_class.slabs.raw().lock();
+        }
+    }
+}
+
+/// Unlocks what `lock_all_for_fork` locked.
+///
+/// # Safety
+///
+/// 1. The calling thread called `lock_all_for_fork` and has not unlocked.
+pub(crate) unsafe fn unlock_all_after_fork() {
+    for node in NODE_CLASSES.iter() {
+        for node_class in node.iter() {
+            // SAFETY: duty 1: this thread holds both locks.
+            unsafe {
+                node_class.slabs.raw().unlock();
+                node_class.barn.raw().unlock();
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The engine of sheafalloc: size classes, slabs, sheaves, barns and
+//! per-class caches, modelled on the Linux SLUB "sheaves" design.
+//!
+//! This crate is `no_std` and never allocates through the global allocator:
+//! its metadata comes straight from the OS (`os`), its locks are futexes
+//! (`sync`). The `sheafalloc` crate puts a [`ThreadCache`] in a thread-local
+//! and implements `GlobalAlloc` on top; the control plane reads [`stats`] and
+//! turns [`cache::set_sheaf_capacity`].
+//!
+//! # Layers (each may use only the ones above it)
+//!
+//! 1. `os`, `sync` — the kernel contract and futex locks.
+//! 2. [`size_class`], [`node`] — pure tables: request → class, node ids.
+//! 3. `arena` — address space per node, chunks, slab metadata table.
+//! 4. [`slab`] — objects carved from runs; partial/empty lists; decay.
+//! 5. [`sheaf`] — arrays of object pointers and their pool.
+//! 6. [`barn`] — per node and class: full and empty sheaves.
+//! 7. [`cache`] — per class: capacity, counters, barns and slabs of every node.
+//! 8. [`thread_cache`], [`runtime`], [`large`] — the per-thread fast path and
+//!    its slow paths, process-wide set-up, direct mappings.
+//! 9. [`stats`] — snapshots for readers.
+//!
+//! # Example
+//!
+//! ```
+//! use sheafalloc_core::size_class::SizeClass;
+//!
+//! // A 2112-byte packet buffer lands in the 2304-byte class, not 4096.
+//! let class = SizeClass::for_layout(2112, 8).unwrap();
+//! assert_eq!(class.object_size(), 2304);
+//! assert_eq!(class.name().as_str(), "size-2304");
+//! ```
+#![cfg_attr(not(test), no_std)]
+#![warn(missing_docs)]
+#![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+/// Checks a condition on a path where panicking is not allowed: on failure
+/// it writes the message to stderr without allocating and aborts.
+#[macro_export]
+macro_rules! invariant {
+    ($cond:expr, $message:literal) => {
+        if !$cond {
+            $crate::os::write_stderr(
+                concat!(
+                    "sheafalloc: invariant violated: ",
+                    $message,
+                    " (",
+                    file!(),
+                    ")\n"
+                )
+                .as_bytes(),
+            );
+            $crate::os::abort();
+        }
+    };
+}
+
+pub mod os;
+pub mod sync;
+
+pub mod node;
+pub mod size_class;
+
+pub mod arena;
+pub mod slab;
+
+pub mod sheaf;
+
+pub mod barn;
+
+pub mod cache;
+
+pub mod large;
+pub mod runtime;
+pub mod thread_cache;
+
+pub mod stats;
+
+pub use cache::{set_sheaf_capacity, CapacityOutOfRange};
+pub use node::NodeId;
+pub use size_class::SizeClass;
+pub use stats::{cache_stats, large_stats, CacheStats, LargeStats};
+pub use thread_cache::ThreadCache;

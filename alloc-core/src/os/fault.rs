@@ -1,0 +1,66 @@
+//! Fault injection for the OS mapping calls (feature `fault-injection`).
+//!
+//! Tests arm a countdown: after `skip` more successful calls of the chosen
+//! kind, the next `count` calls fail as if the kernel had refused them. With
+//! the feature off every check is a constant `false` and compiles away.
+
+#[cfg(feature = "fault-injection")]
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Which OS operation a fault is injected into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum FaultPoint {
+    /// Making reserved address space usable (`mprotect`), i.e. new slabs.
+    Commit = 0,
+    /// Fresh mappings: large objects and metadata blocks.
+    Map = 1,
+    /// Returning pages to the OS (`madvise(MADV_DONTNEED)`).
+    Return = 2,
+}
+
+#[cfg(feature = "fault-injection")]
+static SKIP: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+#[cfg(feature = "fault-injection")]
+static FAIL: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Arms `point`: the next `skip` calls succeed, then `count` calls fail.
+#[cfg(feature = "fault-injection")]
+pub fn inject(point: FaultPoint, skip: u64, count: u64) {
+    SKIP[point as usize].store(skip, Ordering::SeqCst);
+    FAIL[point as usize].store(count, Ordering::SeqCst);
+}
+
+/// Disarms every fault point.
+#[cfg(feature = "fault-injection")]
+pub fn clear() {
+    for i in 0..3 {
+        FAIL[i].store(0, Ordering::SeqCst);
+        SKIP[i].store(0, Ordering::SeqCst);
+    }
+}
+
+/// True if this call of `point` must fail.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn should_fail(point: FaultPoint) -> bool {
+    let i = point as usize;
+    if FAIL[i].load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    let skipped = SKIP[i]
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| s.checked_sub(1))
+        .is_ok();
+    if skipped {
+        return false;
+    }
+    FAIL[i]
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |f| f.checked_sub(1))
+        .is_ok()
+}
+
+/// Without the feature no call ever fails artificially.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn should_fail(_point: FaultPoint) -> bool {
+    false
+}

@@ -1,0 +1,355 @@
+//! Linux implementation of the OS contract (see `os/mod.rs`).
+
+use core::ffi::{c_void, CStr};
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use super::fault::{should_fail, FaultPoint};
+
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// The kernel's page size, read once.
+pub fn page_size() -> usize {
+    let cached = PAGE_SIZE.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    // SAFETY: sysconf has no preconditions and does not allocate.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let size = if size > 0 { size as usize } else { 4096 };
+    PAGE_SIZE.store(size, Ordering::Relaxed);
+    size
+}
+
+/// Reserves `bytes` of address space aligned to `align` (a power of two),
+/// inaccessible and not charged to the commit limit until [`commit`].
+pub fn reserve(bytes: usize, align: usize) -> Option<NonNull<u8>> {
+    let padded = bytes.checked_add(align)?;
+    // SAFETY: an anonymous PROT_NONE mapping at a kernel-chosen address has no
+    // preconditions; failure is reported as MAP_FAILED and handled below.
+    let raw = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            padded,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return None;
+    }
+    let start = raw as usize;
+    let aligned = (start + align - 1) & !(align - 1);
+    let head = aligned - start;
+    let tail = padded - head - bytes;
+    // SAFETY: both trims lie inside the mapping made just above, are
+    // page-aligned (align and bytes are page multiples) and no one else
+    // references them yet.
+    unsafe {
+        if head != 0 {
+            libc::munmap(raw, head);
+        }
+        if tail != 0 {
+            libc::munmap((aligned + bytes) as *mut c_void, tail);
+        }
+    }
+    NonNull::new(aligned as *mut u8)
+}
+
+/// Makes `[ptr, ptr + bytes)` of a reservation readable and writable.
+/// Fresh pages read as zero.
+pub fn commit(ptr: NonNull<u8>, bytes: usize) -> bool {
+    if should_fail(FaultPoint::Commit) {
+        return false;
+    }
+    // SAFETY: the contract of this module: the range lies in a reservation
+    // made by `reserve` and is page-aligned.
+    unsafe {
+        libc::mprotect(
+            ptr.as_ptr().cast(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+        ) == 0
+    }
+}
+
+/// Gives the physical pages of `[ptr, ptr + bytes)` back to the OS. The range
+/// stays mapped and reads as zero when touched again.
+pub fn return_to_os(ptr: NonNull<u8>, bytes: usize) -> bool {
+    if should_fail(FaultPoint::Return) {
+        return false;
+    }
+    // SAFETY: the range is committed memory of this allocator that holds no
+    // live object (the caller's duty, see the module contract).
+    unsafe { libc::madvise(ptr.as_ptr().cast(), bytes, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Maps `bytes` of fresh zeroed memory aligned to `align` (a power of two,
+/// at least the page size).
+pub fn map(bytes: usize, align: usize) -> Option<NonNull<u8>> {
+    if should_fail(FaultPoint::Map) {
+        return None;
+    }
+    let page = page_size();
+    let padded = if align > page {
+        bytes.checked_add(align)?
+    } else {
+        bytes
+    };
+    // SAFETY: an anonymous private mapping at a kernel-chosen address.
+    let raw = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            padded,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return None;
+    }
+    if align <= page {
+        return NonNull::new(raw.cast());
+    }
+    let start = raw as usize;
+    let aligned = (start + align - 1) & !(align - 1);
+    let head = aligned - start;
+    let tail = padded - head - bytes;
+    // SAFETY: the trims lie inside the mapping just made and are page-aligned.
+    unsafe {
+        if head != 0 {
+            libc::munmap(raw, head);
+        }
+        if tail != 0 {
+            libc::munmap((aligned + bytes) as *mut c_void, tail);
+        }
+    }
+    NonNull::new(aligned as *mut u8)
+}
+
+/// Unmaps a block made by [`map`].
+///
+/// # Safety
+///
+/// 1. `[ptr, ptr + bytes)` is exactly a block returned by [`map`] (or a
+///    page-aligned part of one) that nothing will touch again.
+pub unsafe fn unmap(ptr: NonNull<u8>, bytes: usize) {
+    // SAFETY: duty 1 of the caller.
+    unsafe {
+        libc::munmap(ptr.as_ptr().cast(), bytes);
+    }
+}
+
+/// Grows or shrinks a block made by [`map`] (page-aligned only), moving it
+/// if needed without copying through user space.
+///
+/// # Safety
+///
+/// 1. `[ptr, ptr + old_bytes)` is a live block returned by [`map`] with an
+///    alignment of at most one page.
+/// 2. On success the old range must no longer be used.
+pub unsafe fn remap(ptr: NonNull<u8>, old_bytes: usize, new_bytes: usize) -> Option<NonNull<u8>> {
+    if should_fail(FaultPoint::Map) {
+        return None;
+    }
+    // SAFETY: duty 1 of the caller; MREMAP_MAYMOVE lets the kernel move it.
+    let raw = unsafe {
+        libc::mremap(
+            ptr.as_ptr().cast(),
+            old_bytes,
+            new_bytes,
+            libc::MREMAP_MAYMOVE,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        None
+    } else {
+        NonNull::new(raw.cast())
+    }
+}
+
+/// Sleeps while `*word == expected` (or until a spurious wake-up).
+pub fn futex_wait(word: &AtomicU32, expected: u32) {
+    // SAFETY: FUTEX_WAIT reads the aligned u32 behind a live reference.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            ptr::null::<libc::timespec>(),
+        );
+    }
+}
+
+/// Wakes at most `count` threads waiting on `word`.
+pub fn futex_wake(word: &AtomicU32, count: u32) {
+    // SAFETY: FUTEX_WAKE only uses the address as a key.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            count,
+        );
+    }
+}
+
+/// Writes `bytes` to stderr without allocating; errors are ignored.
+pub fn write_stderr(bytes: &[u8]) {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        // SAFETY: the buffer is valid for `rest.len()` bytes.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
+}
+
+/// Ends the process at once (used only by `invariant!` and misuse checks).
+pub fn abort() -> ! {
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}
+
+/// The value of environment variable `name`, read without allocating.
+pub fn env(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv reads the environment; the returned pointer stays valid
+    // unless the program calls setenv for the same name, which sheafalloc's
+    // variables are not meant to be changed by at run time.
+    let value = unsafe { libc::getenv(name.as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returns a NUL-terminated string.
+    Some(unsafe { CStr::from_ptr(value) }.to_bytes())
+}
+
+/// Milliseconds of a coarse monotonic clock (vDSO, no system call).
+pub fn monotonic_ms() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid out-pointer.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now);
+    }
+    now.tv_sec as u64 * 1000 + now.tv_nsec as u64 / 1_000_000
+}
+
+/// Gives up the CPU.
+pub fn yield_now() {
+    // SAFETY: sched_yield has no preconditions.
+    unsafe {
+        libc::sched_yield();
+    }
+}
+
+/// A pthread key whose destructor runs at thread exit.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadExitKey(libc::pthread_key_t);
+
+/// Creates a key whose `destructor` runs, at thread exit, with the value the
+/// thread set by [`ThreadExitKey::set`].
+pub fn thread_exit_key(destructor: unsafe extern "C" fn(*mut c_void)) -> Option<ThreadExitKey> {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer; glibc's own bookkeeping for keys
+    // uses its internal malloc, never the Rust global allocator.
+    let rc = unsafe { libc::pthread_key_create(&mut key, Some(destructor)) };
+    (rc == 0).then_some(ThreadExitKey(key))
+}
+
+impl ThreadExitKey {
+    /// Sets the calling thread's value; non-null makes the destructor run.
+    /// The pointer is stored, never dereferenced here.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
+    pub fn set(self, value: *mut c_void) -> bool {
+        // SAFETY: the key was created by `thread_exit_key`.
+        unsafe { libc::pthread_setspecific(self.0, value) == 0 }
+    }
+}
+
+/// Registers fork handlers (see `pthread_atfork(3)`).
+pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
+    // SAFETY: the handlers are plain functions that live for the program.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+}
+
+/// Reads a small file (e.g. under `/sys`) into `buf`; returns the length read.
+pub fn read_small_file(path: &CStr, buf: &mut [u8]) -> Option<usize> {
+    // SAFETY: `path` is NUL-terminated.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut len = 0;
+    while len < buf.len() {
+        // SAFETY: the destination is the unfilled tail of `buf`.
+        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+        if n <= 0 {
+            break;
+        }
+        len += n as usize;
+    }
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe {
+        libc::close(fd);
+    }
+    Some(len)
+}
+
+/// The CPU the calling thread runs on, from `getcpu` (not cached).
+pub fn current_cpu() -> Option<u32> {
+    let mut cpu: u32 = 0;
+    // SAFETY: getcpu writes one u32 through the valid pointer; the node
+    // pointer may be null.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_getcpu,
+            &mut cpu as *mut u32,
+            ptr::null_mut::<u32>(),
+            ptr::null_mut::<c_void>(),
+        )
+    };
+    (rc == 0).then_some(cpu)
+}
+
+/// Resident set size of this process in bytes, from `/proc/self/statm`.
+pub fn resident_bytes() -> Option<usize> {
+    let mut buf = [0u8; 128];
+    let len = read_small_file(c"/proc/self/statm", &mut buf)?;
+    let mut fields = buf[..len].split(|b| *b == b' ');
+    fields.next()?;
+    let pages = parse_decimal(fields.next()?)?;
+    Some(pages as usize * page_size())
+}
+
+/// Parses an unsigned decimal number (surrounding whitespace allowed).
+pub fn parse_decimal(bytes: &[u8]) -> Option<u64> {
+    let digits = bytes.trim_ascii();
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(value)
+}
+
+/// An identifier of the calling thread that, unlike its TID, is the same in
+/// a `fork()` child (the address of its thread control block).
+pub fn current_thread() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as usize }
+}

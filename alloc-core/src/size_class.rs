@@ -1,0 +1,368 @@
+//! Size classes: which slot size a request is rounded up to.
+//!
+//! # The table
+//!
+//! * class 0 holds 8-byte objects;
+//! * classes 1..=8 step by 16 bytes up to 128;
+//! * above 128 every power-of-two interval `(2^k, 2^(k+1)]` is cut into 8
+//!   equal steps of `2^(k-3)` bytes, up to [`MAX_CLASS_SIZE`] (256 KiB).
+//!
+//! A request above 128 bytes therefore wastes at most one step, `2^(k-3)`,
+//! which is at most 1/8 (12.5%) of the request: a 2112-byte packet buffer
+//! takes a 2304-byte slot, not a 4096-byte one. Every class above 32 KiB is a
+//! whole number of 4 KiB pages ("span classes"). Requests above 256 KiB are
+//! mapped directly (see `large.rs`).
+//!
+//! # Alignment
+//!
+//! Slabs start on a [`crate::slab::CHUNK_BYTES`] boundary, so an object of a
+//! class is aligned to the largest power of two dividing the class size
+//! (capped by the chunk size). Every class but the first is a multiple of
+//! 16. A layout with a larger alignment takes the smallest class whose size
+//! is a multiple of the alignment; [`SizeClass::for_layout`] is the single
+//! function that decides, so `alloc` and `dealloc` always agree.
+//!
+//! This module never touches memory other than its constant tables.
+
+/// Number of size classes.
+pub const NUM_CLASSES: usize = 97;
+/// Largest request served from a size class; larger ones are mapped directly.
+pub const MAX_CLASS_SIZE: usize = 256 * 1024;
+/// Largest request size answered by the lookup table (the fast path).
+pub const SMALL_LOOKUP_MAX: usize = 1024;
+/// Largest alignment any class can give (the slab chunk alignment).
+pub const MAX_CLASS_ALIGN: usize = 64 * 1024;
+/// Alignment the fast path handles without a search.
+pub const FAST_ALIGN_MAX: usize = 16;
+
+/// A size class index, `0..NUM_CLASSES`.
+///
+/// Invariant: `self.0 < NUM_CLASSES`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SizeClass(u8);
+
+const fn class_size_of(index: usize) -> usize {
+    if index == 0 {
+        8
+    } else if index <= 8 {
+        index * 16
+    } else {
+        let group = (index - 9) / 8; // 0 for (128, 256]
+        let step = (index - 9) % 8 + 1; // 1..=8
+        let k = 7 + group;
+        (1 << k) + step * (1 << (k - 3))
+    }
+}
+
+const fn build_sizes() -> [u32; NUM_CLASSES] {
+    let mut sizes = [0u32; NUM_CLASSES];
+    let mut i = 0;
+    while i < NUM_CLASSES {
+        sizes[i] = class_size_of(i) as u32;
+        i += 1;
+    }
+    sizes
+}
+
+/// Object size of every class, ascending.
+static CLASS_SIZES: [u32; NUM_CLASSES] = build_sizes();
+
+/// Computes the class of a size above 128 bytes (pure arithmetic).
+#[inline(always)]
+const fn class_index_above_128(size: usize) -> usize {
+    // size - 1 lies in [2^k, 2^(k+1)); the step within the interval is
+    // ((size - 1) >> (k - 3)) - 7, in 1..=8.
+    let k = (usize::BITS - 1 - (size - 1).leading_zeros()) as usize;
+    let step = ((size - 1) >> (k - 3)) - 7;
+    9 + (k - 7) * 8 + (step - 1)
+}
+
+const fn class_index_of_size(size: usize) -> usize {
+    if size <= 8 {
+        0
+    } else if size <= 128 {
+        size.div_ceil(16)
+    } else {
+        class_index_above_128(size)
+    }
+}
+
+const LOOKUP_LEN: usize = SMALL_LOOKUP_MAX / 8 + 1;
+
+const fn build_lookup() -> [u8; LOOKUP_LEN] {
+    let mut table = [0u8; LOOKUP_LEN];
+    let mut i = 0;
+    while i < LOOKUP_LEN {
+        table[i] = class_index_of_size(i * 8) as u8;
+        i += 1;
+    }
+    table
+}
+
+/// Class of every size `s <= SMALL_LOOKUP_MAX`, indexed by `(s + 7) / 8`.
+/// Rounding `s` up to a multiple of 8 never changes its class: every class
+/// size is a multiple of 8.
+static SMALL_LOOKUP: [u8; LOOKUP_LEN] = build_lookup();
+
+impl SizeClass {
+    /// The class with index `index`, if it exists.
+    pub const fn from_index(index: usize) -> Option<Self> {
+        if index < NUM_CLASSES {
+            Some(Self(index as u8))
+        } else {
+            None
+        }
+    }
+
+    /// The class index, `0..NUM_CLASSES`.
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// Every class, smallest first.
+    pub fn all() -> impl Iterator<Item = SizeClass> {
+        (0..NUM_CLASSES).map(|i| SizeClass(i as u8))
+    }
+
+    /// Object (slot) size in bytes.
+    #[inline(always)]
+    pub fn object_size(self) -> usize {
+        CLASS_SIZES[self.index()] as usize
+    }
+
+    /// HOT PATH: the class for a layout with `size <= SMALL_LOOKUP_MAX` and
+    /// `align <= FAST_ALIGN_MAX`, or `None` for every other layout. One
+    /// compare-and-branch and one table load; no search.
+    #[inline(always)]
+    pub fn for_small_layout(size: usize, align: usize) -> Option<Self> {
+        // `size.max(align)` sends an 8-byte request with 16-byte alignment to
+        // the 16-byte class; it folds away when the alignment is a constant.
+        let size = size.max(align);
+        if size <= SMALL_LOOKUP_MAX && align <= FAST_ALIGN_MAX {
+            Some(SizeClass(SMALL_LOOKUP[(size + 7) >> 3]))
+        } else {
+            None
+        }
+    }
+
+    /// The class for any layout, or `None` if it must be mapped directly
+    /// (too large, or aligned beyond what a class can give). `align` must be
+    /// a power of two.
+    #[inline]
+    pub fn for_layout(size: usize, align: usize) -> Option<Self> {
+        if let Some(class) = Self::for_small_layout(size, align) {
+            return Some(class);
+        }
+        if align <= FAST_ALIGN_MAX {
+            if size <= MAX_CLASS_SIZE {
+                return Some(SizeClass(class_index_above_128(size) as u8));
+            }
+            return None;
+        }
+        Self::for_aligned_layout(size, align)
+    }
+
+    /// Alignment above 16: the smallest class that is a multiple of `align`.
+    #[cold]
+    fn for_aligned_layout(size: usize, align: usize) -> Option<Self> {
+        if align > MAX_CLASS_ALIGN {
+            return None;
+        }
+        let size = size.max(align);
+        if size > MAX_CLASS_SIZE {
+            return None;
+        }
+        let mut index = class_index_of_size(size);
+        while index < NUM_CLASSES {
+            if (CLASS_SIZES[index] as usize) % align == 0 {
+                return Some(SizeClass(index as u8));
+            }
+            index += 1;
+        }
+        None
+    }
+
+    /// Alignment every object of this class has.
+    pub fn alignment(self) -> usize {
+        let size = self.object_size();
+        (1usize << size.trailing_zeros()).min(MAX_CLASS_ALIGN)
+    }
+
+    /// The class whose name is `name` (`"size-256"`), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        let digits = name.strip_prefix("size-")?;
+        if digits.is_empty() || digits.len() > 7 || digits.starts_with('0') {
+            return None;
+        }
+        let size = crate::os::parse_decimal(digits.as_bytes())? as usize;
+        Self::all().find(|class| class.object_size() == size)
+    }
+
+    /// The class's name, `size-<object size>`, like the kernel's kmalloc
+    /// caches. Written into a stack buffer: no allocation.
+    pub fn name(self) -> ClassName {
+        let mut name = ClassName {
+            bytes: [0; 12],
+            len: 0,
+        };
+        name.bytes[..5].copy_from_slice(b"size-");
+        let mut digits = [0u8; 7];
+        let mut n = self.object_size();
+        let mut count = 0;
+        loop {
+            digits[count] = b'0' + (n % 10) as u8;
+            count += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for i in 0..count {
+            name.bytes[5 + i] = digits[count - 1 - i];
+        }
+        name.len = (5 + count) as u8;
+        name
+    }
+}
+
+/// A class name held inline (`size-262144` fits).
+#[derive(Clone, Copy)]
+pub struct ClassName {
+    bytes: [u8; 12],
+    len: u8,
+}
+
+impl ClassName {
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        // The bytes are ASCII written by `SizeClass::name`.
+        core::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("size-?")
+    }
+}
+
+impl core::fmt::Debug for ClassName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl core::fmt::Display for ClassName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    #[test]
+    fn table_is_strictly_monotonic_and_ends_at_max() {
+        for pair in CLASS_SIZES.windows(2) {
+            assert!(pair[0] < pair[1], "{pair:?}");
+        }
+        assert_eq!(CLASS_SIZES[0], 8);
+        assert_eq!(CLASS_SIZES[NUM_CLASSES - 1] as usize, MAX_CLASS_SIZE);
+        assert!(CLASS_SIZES.contains(&(32 * 1024)));
+    }
+
+    #[test]
+    fn every_size_gets_the_smallest_fitting_class() {
+        for size in 1..=MAX_CLASS_SIZE {
+            let class = SizeClass::for_layout(size, 1).unwrap();
+            assert!(class.object_size() >= size, "size {size}");
+            if class.index() > 0 {
+                let below = SizeClass(class.0 - 1).object_size();
+                assert!(below < size, "size {size} could use {below}");
+            }
+        }
+        assert_eq!(SizeClass::for_layout(MAX_CLASS_SIZE + 1, 8), None);
+    }
+
+    #[test]
+    fn waste_above_128_bytes_is_at_most_one_eighth() {
+        for size in 129..=MAX_CLASS_SIZE {
+            let slot = SizeClass::for_layout(size, 8).unwrap().object_size();
+            assert!((slot - size) * 8 <= size, "size {size} -> slot {slot}");
+        }
+        assert_eq!(SizeClass::for_layout(2112, 8).unwrap().object_size(), 2304);
+    }
+
+    #[test]
+    fn lookup_table_agrees_with_arithmetic() {
+        for size in 0..=SMALL_LOOKUP_MAX {
+            for align in [1, 2, 4, 8, 16] {
+                let fast = SizeClass::for_small_layout(size, align).unwrap();
+                assert_eq!(
+                    fast.index(),
+                    class_index_of_size(size.max(align)),
+                    "size {size}"
+                );
+                assert!(fast.alignment() >= align);
+            }
+        }
+        assert_eq!(SizeClass::for_small_layout(1025, 8), None);
+        assert_eq!(SizeClass::for_small_layout(64, 32), None);
+    }
+
+    #[test]
+    fn every_class_is_aligned_as_claimed_and_spans_are_page_multiples() {
+        for class in SizeClass::all() {
+            let size = class.object_size();
+            assert_eq!(size % class.alignment(), 0);
+            if class.index() > 0 {
+                assert!(class.alignment() >= 16, "{}", class.name());
+            }
+            if size > 32 * 1024 {
+                assert_eq!(size % 4096, 0, "{}", class.name());
+            }
+        }
+    }
+
+    #[test]
+    fn over_aligned_layouts_get_a_multiple_of_their_alignment() {
+        let mut align = 32;
+        while align <= MAX_CLASS_ALIGN {
+            for size in [1, align / 2, align, align + 1, 3 * align, 40_000] {
+                if let Some(class) = SizeClass::for_layout(size, align) {
+                    assert_eq!(class.object_size() % align, 0);
+                    assert!(class.object_size() >= size);
+                    assert!(class.alignment() >= align);
+                } else {
+                    assert!(
+                        size.max(align) > MAX_CLASS_SIZE / 2,
+                        "size {size} align {align}"
+                    );
+                }
+            }
+            align *= 2;
+        }
+        assert_eq!(SizeClass::for_layout(8, MAX_CLASS_ALIGN * 2), None);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for class in SizeClass::all() {
+            let name = class.name();
+            assert_eq!(SizeClass::from_name(name.as_str()), Some(class));
+        }
+        assert_eq!(
+            SizeClass::for_layout(256, 8).unwrap().name().as_str(),
+            "size-256"
+        );
+        for bad in [
+            "",
+            "size-",
+            "size-0",
+            "size-17",
+            "size-0256",
+            "size-abc",
+            "kmalloc-256",
+            "size-99999999",
+        ] {
+            assert_eq!(SizeClass::from_name(bad), None, "{bad}");
+        }
+    }
+}

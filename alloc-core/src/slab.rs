@@ -1,0 +1,407 @@
+//! Slabs: runs of chunks holding objects of one size class on one node.
+//!
+//! A slab hands out objects in two ways: first from its intrusive free list
+//! (objects that came back), then by carving never-used objects off its
+//! start (`carved` counts them), so a fresh slab needs no initialisation.
+//! Each `(node, class)` pair keeps a [`SlabList`]: partial slabs (some
+//! objects free), and empty slabs waiting to be reused or returned to the OS.
+//! Full slabs are in no list; a free into one puts it back on the partial
+//! list.
+//!
+//! # Returning memory
+//!
+//! A slab whose objects all came back is *empty*. Empty slabs are kept in
+//! FIFO order with the time they became empty. Policy: the newest
+//! [`EMPTY_SLABS_KEPT`] empty slabs of a list stay (warm, for the next
+//! refill); any other slab empty for longer than [`EMPTY_DECAY_MS`] has its
+//! pages returned with `madvise(MADV_DONTNEED)` and its run given back to
+//! the arena. The check runs on the slow paths of the list's class and,
+//! about once per decay period, for every list (see `cache::maybe_decay`);
+//! [`SlabList::release_empty`] (used by `purge`) returns all of them now.
+
+use core::ptr::{self, NonNull};
+
+use crate::arena::{self, CHUNK_BYTES};
+use crate::node::NodeId;
+use crate::os;
+use crate::size_class::SizeClass;
+
+/// "No slab" in index links.
+pub(crate) const NIL: u32 = u32::MAX;
+/// Empty slabs per list that are never returned by decay.
+pub const EMPTY_SLABS_KEPT: u32 = 1;
+/// How long a slab must stay empty before decay returns it to the OS.
+pub const EMPTY_DECAY_MS: u64 = 1000;
+
+/// Where a slab is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum SlabState {
+    /// A free run of the arena (no class).
+    Released = 0,
+    /// Every object is out (in a sheaf or live); in no list.
+    Full = 1,
+    /// Some objects out, some free; on the partial list.
+    Partial = 2,
+    /// No object out; on the empty list.
+    Empty = 3,
+}
+
+/// An object on a slab's free list: its first word links to the next.
+#[repr(C)]
+pub(crate) struct FreeObject {
+    next: *mut FreeObject,
+}
+
+/// Metadata of the slab that starts at a chunk (side table, one entry per
+/// chunk; only the first chunk of a run is used).
+///
+/// Invariants, for a slab of class `c` on node `n`:
+/// * `carved <= capacity` and `in_use <= carved`;
+/// * the free list holds exactly `carved - in_use` distinct objects of the
+///   slab, none of which is in a sheaf or live;
+/// * `state` matches the list the slab is on (`Full` is on none).
+///
+/// Guarded by the `SlabList` lock of `(n, c)` while the slab belongs to the
+/// class, and by the arena lock of `n` while it is a free run.
+#[repr(C)]
+pub(crate) struct SlabMeta {
+    free: *mut FreeObject,
+    empty_since_ms: u64,
+    carved: u32,
+    in_use: u32,
+    capacity: u32,
+    prev: u32,
+    pub(crate) next: u32,
+    class: u8,
+    state: SlabState,
+    order: u8,
+}
+
+impl SlabMeta {
+    /// Resets the entry for a run that goes back to the arena.
+    pub(crate) fn reset_released(&mut self, order: u8) {
+        self.free = ptr::null_mut();
+        self.carved = 0;
+        self.in_use = 0;
+        self.capacity = 0;
+        self.prev = NIL;
+        self.next = NIL;
+        self.state = SlabState::Released;
+        self.order = order;
+        self.empty_since_ms = 0;
+    }
+}
+
+/// Slab size and order for a class: the smallest power-of-two run of at
+/// least 64 KiB that holds at least 8 objects.
+pub fn slab_order(class: SizeClass) -> usize {
+    let size = class.object_size();
+    let mut order = 0;
+    while (CHUNK_BYTES << order) / size < 8 && order < arena::MAX_SLAB_ORDER {
+        order += 1;
+    }
+    order
+}
+
+/// Bytes of one slab of `class`.
+pub fn slab_bytes(class: SizeClass) -> usize {
+    CHUNK_BYTES << slab_order(class)
+}
+
+/// Counts a list reports to the cache statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlabCounts {
+    /// Slabs this list holds (full, partial and empty).
+    pub slabs: u64,
+    /// Empty slabs among them.
+    pub empty_slabs: u64,
+    /// Bytes returned to the OS by this list since start.
+    pub bytes_returned: u64,
+    /// Slabs returned to the OS since start.
+    pub slabs_returned: u64,
+    /// Times a return to the OS failed (the slab was kept).
+    pub return_failures: u64,
+    /// Free objects sitting in this list's slabs (free lists + uncarved).
+    pub free_objects: u64,
+}
+
+/// The slabs of one size class on one node.
+///
+/// Invariants: `partial` links exactly the slabs in state `Partial`,
+/// `empty_head..empty_tail` (newest first) exactly those in state `Empty`,
+/// and `counts.slabs` counts every slab of the list in any state.
+pub struct SlabList {
+    partial: u32,
+    empty_head: u32,
+    empty_tail: u32,
+    counts: SlabCounts,
+}
+
+impl SlabList {
+    /// A list with no slabs.
+    pub const fn new() -> Self {
+        Self {
+            partial: NIL,
+            empty_head: NIL,
+            empty_tail: NIL,
+            counts: SlabCounts {
+                slabs: 0,
+                empty_slabs: 0,
+                bytes_returned: 0,
+                slabs_returned: 0,
+                return_failures: 0,
+                free_objects: 0,
+            },
+        }
+    }
+
+    /// The list's counters.
+    pub fn counts(&self) -> SlabCounts {
+        self.counts
+    }
+
+    /// Fills `out` with up to `out.len()` objects of `class` from `node`'s
+    /// slabs; returns how many. Fewer than asked only when the arena is
+    /// exhausted (or the OS refused memory).
+    pub fn refill(&mut self, node: NodeId, class: SizeClass, out: &mut [*mut u8]) -> usize {
+        let mut filled = 0;
+        while filled < out.len() {
+            let slab = if self.partial != NIL {
+                self.partial
+            } else if self.empty_head != NIL {
+                let slab = self.empty_head;
+                self.unlink_empty(node, slab);
+                self.push_partial(node, slab);
+                slab
+            } else {
+                match self.new_slab(node, class) {
+                    Some(slab) => slab,
+                    None => break,
+                }
+            };
+            filled += self.take_from(node, class, slab, &mut out[filled..]);
+        }
+        filled
+    }
+
+    /// Takes objects from `slab` (on the partial list) into `out`.
+    fn take_from(
+        &mut self,
+        node: NodeId,
+        class: SizeClass,
+        slab: u32,
+        out: &mut [*mut u8],
+    ) -> usize {
+        // SAFETY: `slab` belongs to this list, whose lock `&mut self` proves
+        // is held (SlabMeta guard rule); its entry is committed.
+        let meta = unsafe { &mut *arena::meta(node, slab) };
+        let base = arena::chunk_address(node, slab);
+        let size = class.object_size();
+        let mut taken = 0;
+        while taken < out.len() && !meta.free.is_null() {
+            let object = meta.free;
+            // SAFETY: objects on the free list are free objects of this slab
+            // (SlabMeta invariant) whose first word holds the link.
+            meta.free = unsafe { (*object).next };
+            out[taken] = object.cast();
+            taken += 1;
+        }
+        while taken < out.len() && meta.carved < meta.capacity {
+            out[taken] = (base + meta.carved as usize * size) as *mut u8;
+            meta.carved += 1;
+            taken += 1;
+        }
+        meta.in_use += taken as u32;
+        self.counts.free_objects -= taken as u64;
+        if meta.free.is_null() && meta.carved == meta.capacity {
+            self.unlink_partial(node, slab);
+            meta.state = SlabState::Full;
+        }
+        taken
+    }
+
+    /// Returns objects of `class` whose home is `node` to their slabs.
+    ///
+    /// # Safety
+    ///
+    /// 1. Every pointer in `objects` was handed out by `refill` of this list
+    ///    (same node and class) and is not live or in any sheaf any more.
+    /// 2. No pointer appears twice, nor is already free.
+    pub unsafe fn flush(
+        &mut self,
+        node: NodeId,
+        class: SizeClass,
+        objects: &[*mut u8],
+        now_ms: u64,
+    ) {
+        let slab_mask = !(slab_bytes(class) - 1);
+        for &object in objects {
+            let slab = arena::chunk_index(node, object as usize & slab_mask);
+            // SAFETY: by duty 1 the object came from a slab of this list, so
+            // the entry is committed and guarded by our lock.
+            let meta = unsafe { &mut *arena::meta(node, slab) };
+            let free = object.cast::<FreeObject>();
+            // SAFETY: by duties 1 and 2 the object is free and owned by no
+            // one, so its first word may hold the free-list link.
+            unsafe { free.write(FreeObject { next: meta.free }) };
+            meta.free = free;
+            meta.in_use -= 1;
+            self.counts.free_objects += 1;
+            if meta.state == SlabState::Full {
+                meta.state = SlabState::Partial;
+                self.push_partial(node, slab);
+            }
+            if meta.in_use == 0 {
+                self.unlink_partial(node, slab);
+                self.push_empty(node, slab, now_ms);
+            }
+        }
+        self.decay(node, class, now_ms);
+    }
+
+    /// Returns to the OS every empty slab beyond the kept ones that has been
+    /// empty for [`EMPTY_DECAY_MS`].
+    pub fn decay(&mut self, node: NodeId, class: SizeClass, now_ms: u64) {
+        while self.counts.empty_slabs > u64::from(EMPTY_SLABS_KEPT) {
+            let oldest = self.empty_tail;
+            // SAFETY: `oldest` is on this list's empty list; lock held.
+            let since = unsafe { (*arena::meta(node, oldest)).empty_since_ms };
+            if now_ms.saturating_sub(since) < EMPTY_DECAY_MS {
+                break;
+            }
+            if !self.release_slab(node, class, oldest) {
+                break;
+            }
+        }
+    }
+
+    /// Returns every empty slab to the OS now; returns the bytes returned.
+    pub fn release_empty(&mut self, node: NodeId, class: SizeClass) -> u64 {
+        let before = self.counts.bytes_returned;
+        while self.empty_tail != NIL {
+            if !self.release_slab(node, class, self.empty_tail) {
+                break;
+            }
+        }
+        self.counts.bytes_returned - before
+    }
+
+    /// Returns one empty slab's pages to the OS and its run to the arena.
+    /// If the OS refuses, the slab stays, intact, on the empty list.
+    fn release_slab(&mut self, node: NodeId, class: SizeClass, slab: u32) -> bool {
+        let bytes = slab_bytes(class);
+        let Some(start) = NonNull::new(arena::chunk_address(node, slab) as *mut u8) else {
+            return false;
+        };
+        if !os::return_to_os(start, bytes) {
+            self.counts.return_failures += 1;
+            return false;
+        }
+        // SAFETY: the slab is on our empty list; lock held.
+        let capacity = unsafe { (*arena::meta(node, slab)).capacity };
+        self.unlink_empty(node, slab);
+        self.counts.slabs -= 1;
+        self.counts.free_objects -= u64::from(capacity);
+        self.counts.bytes_returned += bytes as u64;
+        self.counts.slabs_returned += 1;
+        arena::give_run(node, slab, slab_order(class));
+        true
+    }
+
+    fn new_slab(&mut self, node: NodeId, class: SizeClass) -> Option<u32> {
+        let order = slab_order(class);
+        let slab = arena::take_run(node, order)?;
+        // SAFETY: `take_run` handed the run to us: no one else references
+        // its entry, and from now on our lock guards it.
+        let meta = unsafe { &mut *arena::meta(node, slab) };
+        meta.free = ptr::null_mut();
+        meta.carved = 0;
+        meta.in_use = 0;
+        meta.capacity = ((CHUNK_BYTES << order) / class.object_size()) as u32;
+        meta.class = class.index() as u8;
+        meta.order = order as u8;
+        meta.state = SlabState::Partial;
+        meta.prev = NIL;
+        meta.next = NIL;
+        self.counts.slabs += 1;
+        self.counts.free_objects += u64::from(meta.capacity);
+        self.push_partial(node, slab);
+        Some(slab)
+    }
+
+    fn push_partial(&mut self, node: NodeId, slab: u32) {
+        // SAFETY: entries of this list's slabs are guarded by our lock.
+        unsafe {
+            let meta = &mut *arena::meta(node, slab);
+            meta.state = SlabState::Partial;
+            meta.prev = NIL;
+            meta.next = self.partial;
+            if self.partial != NIL {
+                (*arena::meta(node, self.partial)).prev = slab;
+            }
+        }
+        self.partial = slab;
+    }
+
+    fn unlink_partial(&mut self, node: NodeId, slab: u32) {
+        // SAFETY: entries of this list's slabs are guarded by our lock.
+        unsafe {
+            let meta = &mut *arena::meta(node, slab);
+            if meta.prev != NIL {
+                (*arena::meta(node, meta.prev)).next = meta.next;
+            } else {
+                self.partial = meta.next;
+            }
+            if meta.next != NIL {
+                (*arena::meta(node, meta.next)).prev = meta.prev;
+            }
+            meta.prev = NIL;
+            meta.next = NIL;
+        }
+    }
+
+    fn push_empty(&mut self, node: NodeId, slab: u32, now_ms: u64) {
+        // SAFETY: entries of this list's slabs are guarded by our lock.
+        unsafe {
+            let meta = &mut *arena::meta(node, slab);
+            meta.state = SlabState::Empty;
+            meta.empty_since_ms = now_ms;
+            meta.prev = NIL;
+            meta.next = self.empty_head;
+            if self.empty_head != NIL {
+                (*arena::meta(node, self.empty_head)).prev = slab;
+            } else {
+                self.empty_tail = slab;
+            }
+        }
+        self.empty_head = slab;
+        self.counts.empty_slabs += 1;
+    }
+
+    fn unlink_empty(&mut self, node: NodeId, slab: u32) {
+        // SAFETY: entries of this list's slabs are guarded by our lock.
+        unsafe {
+            let meta = &mut *arena::meta(node, slab);
+            if meta.prev != NIL {
+                (*arena::meta(node, meta.prev)).next = meta.next;
+            } else {
+                self.empty_head = meta.next;
+            }
+            if meta.next != NIL {
+                (*arena::meta(node, meta.next)).prev = meta.prev;
+            } else {
+                self.empty_tail = meta.prev;
+            }
+            meta.prev = NIL;
+            meta.next = NIL;
+        }
+        self.counts.empty_slabs -= 1;
+    }
+}
+
+impl Default for SlabList {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,141 @@
+//! The public statistics and tuning API.
+//!
+//! Reading statistics allocates only the returned `Vec`/`String`s, after the
+//! engine's locks are released: it is safe to call from any thread, at any
+//! rate.
+
+use core::fmt;
+
+use sheafalloc_core::size_class::SizeClass;
+use sheafalloc_core::stats;
+
+pub use sheafalloc_core::stats::LargeStats;
+
+/// A snapshot of one size-class cache (see the field docs of
+/// `sheafalloc_core::CacheStats`, which this extends with the name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheSnapshot {
+    /// Cache name, `size-<object size>`, e.g. `size-256`.
+    pub name: String,
+    /// The raw counters and gauges.
+    pub stats: stats::CacheStats,
+}
+
+impl core::ops::Deref for CacheSnapshot {
+    type Target = stats::CacheStats;
+    fn deref(&self) -> &stats::CacheStats {
+        &self.stats
+    }
+}
+
+fn snapshot(class: SizeClass) -> CacheSnapshot {
+    let stats = stats::cache_stats(class);
+    CacheSnapshot {
+        name: class.name().as_str().to_owned(),
+        stats,
+    }
+}
+
+/// A snapshot of every cache, smallest object size first.
+pub fn caches() -> Vec<CacheSnapshot> {
+    SizeClass::all().map(snapshot).collect()
+}
+
+/// A snapshot of the cache named `name` (`"size-256"`), if it exists.
+pub fn cache(name: &str) -> Option<CacheSnapshot> {
+    SizeClass::from_name(name).map(snapshot)
+}
+
+/// Counters of the objects too large for a size class (direct mappings).
+pub fn large() -> LargeStats {
+    stats::large_stats()
+}
+
+/// Why `set_sheaf_capacity` refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetCapacityError {
+    /// No cache has this name.
+    UnknownCache(String),
+    /// The capacity is outside `min..=max`.
+    OutOfRange {
+        /// The value asked for.
+        requested: u64,
+        /// Smallest allowed.
+        min: u32,
+        /// Largest allowed.
+        max: u32,
+    },
+}
+
+impl fmt::Display for SetCapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownCache(name) => write!(f, "no cache named {name:?}"),
+            Self::OutOfRange {
+                requested,
+                min,
+                max,
+            } => {
+                write!(
+                    f,
+                    "sheaf_capacity {requested} is outside the allowed range {min}..={max}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SetCapacityError {}
+
+/// Smallest and largest sheaf capacity a cache accepts.
+pub const SHEAF_CAPACITY_RANGE: (u32, u32) = (
+    sheafalloc_core::CapacityOutOfRange::MIN,
+    sheafalloc_core::CapacityOutOfRange::MAX,
+);
+
+/// Sets the sheaf capacity of cache `name`. Every thread applies it at its
+/// next sheaf exchange (the next time its main sheaf runs empty or full),
+/// growing or shrinking; objects above a smaller capacity go back to the
+/// slabs.
+pub fn set_sheaf_capacity(name: &str, capacity: u64) -> Result<(), SetCapacityError> {
+    let class = SizeClass::from_name(name)
+        .ok_or_else(|| SetCapacityError::UnknownCache(name.to_owned()))?;
+    sheafalloc_core::set_sheaf_capacity(class, capacity).map_err(|e| SetCapacityError::OutOfRange {
+        requested: e.requested,
+        min: SHEAF_CAPACITY_RANGE.0,
+        max: SHEAF_CAPACITY_RANGE.1,
+    })
+}
+
+/// What `purge` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Bytes of slab memory returned to the OS.
+    pub bytes_returned: u64,
+}
+
+/// Returns free memory to the OS now: flushes the calling thread's sheaves,
+/// empties every barn into the slabs, and returns every empty slab's pages.
+/// Other threads' sheaves (at most two per class each) are left alone.
+pub fn purge() -> PurgeReport {
+    crate::with_thread_cache(|cache| cache.flush_all());
+    PurgeReport {
+        bytes_returned: sheafalloc_core::runtime::purge(),
+    }
+}
+
+/// Flushes the calling thread's sheaves to the barns and slabs (what thread
+/// exit does), keeping the thread ready to allocate again.
+pub fn flush_thread_cache() {
+    crate::with_thread_cache(|cache| cache.flush_all());
+}
+
+/// Live threads with a cache, and threads that ever had one.
+pub fn thread_counts() -> (u64, u64) {
+    sheafalloc_core::runtime::thread_counts()
+}
+
+/// This process's resident set size in bytes (from `/proc/self/statm`).
+pub fn resident_bytes() -> Option<usize> {
+    sheafalloc_core::os::resident_bytes()
+}

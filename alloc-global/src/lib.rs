@@ -1,0 +1,199 @@
+//! sheafalloc: a Rust global allocator for high-rate network services,
+//! built like Linux SLUB "sheaves", with statistics and a live tuning knob.
+//!
+//! Adopt it with one line:
+//!
+//! ```
+//! #[global_allocator]
+//! static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+//!
+//! fn main() {
+//!     let mut packets: Vec<Vec<u8>> = Vec::new();
+//!     for i in 0..1000 {
+//!         packets.push(vec![i as u8; 256]);
+//!     }
+//!     let stats = sheafalloc::cache("size-256").expect("the 256-byte cache exists");
+//!     assert!(stats.allocations >= 1000);
+//!     println!("{}: {} live objects", stats.name, stats.live_objects);
+//! }
+//! ```
+//!
+//! # Layers
+//!
+//! `sheafalloc-core` holds the engine (size classes, slabs, sheaves, barns,
+//! caches, statistics). This crate holds the `GlobalAlloc` implementation —
+//! the per-thread cache in a const `thread_local!`, the fast paths, the
+//! dispatch to direct mappings and `realloc` — and the public statistics and
+//! tuning API.
+#![warn(missing_docs)]
+
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr;
+
+use sheafalloc_core::large;
+use sheafalloc_core::size_class::SizeClass;
+use sheafalloc_core::thread_cache::{uncached_alloc, uncached_free, ThreadCache};
+use sheafalloc_core::NodeId;
+
+mod api;
+
+pub use api::*;
+
+thread_local! {
+    /// The calling thread's sheaves. Const-initialised and without `Drop`:
+    /// touching it never allocates or registers a destructor; thread exit is
+    /// handled by the engine's pthread key.
+    static THREAD_CACHE: ThreadCache = const { ThreadCache::new() };
+}
+
+/// The global allocator. Install it with
+/// `#[global_allocator] static GLOBAL: SheafAlloc = SheafAlloc::new();`.
+///
+/// Every instance shares the same process-wide engine: the type carries no
+/// state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SheafAlloc {
+    _private: (),
+}
+
+impl SheafAlloc {
+    /// The allocator (a `const fn`, for the `static`).
+    pub const fn new() -> Self {
+        Self { _private: () }
+    }
+}
+
+// SAFETY: `alloc` returns null or a block of at least `layout.size()` bytes
+// aligned to `layout.align()` that no one else uses (size classes guarantee
+// the size and alignment; see `SizeClass::for_layout`); `dealloc` accepts
+// exactly those blocks with the same layout; `realloc` preserves the
+// contents up to the smaller size. Nothing here unwinds.
+unsafe impl GlobalAlloc for SheafAlloc {
+    #[inline(always)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // HOT PATH: one size/align check, one table load, a thread-local pop.
+        // No atomic RMW, no lock, no call.
+        if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
+            if let Ok(object) = THREAD_CACHE.try_with(|cache| cache.pop(class)) {
+                if !object.is_null() {
+                    return object;
+                }
+            }
+        }
+        alloc_slow(layout)
+    }
+
+    #[inline(always)]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // HOT PATH: the class comes from the layout (no memory read); push
+        // onto the main sheaf if the object is local and the sheaf has room.
+        if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
+            if let Ok(true) = THREAD_CACHE.try_with(|cache| cache.push(class, ptr)) {
+                return;
+            }
+        }
+        // SAFETY: forwarded from our caller.
+        unsafe { dealloc_slow(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        match SizeClass::for_layout(layout.size(), layout.align()) {
+            Some(_) => {
+                // SAFETY: forwarded from our caller.
+                let object = unsafe { self.alloc(layout) };
+                if !object.is_null() {
+                    // SAFETY: the object has room for `layout.size()` bytes.
+                    unsafe { ptr::write_bytes(object, 0, layout.size()) };
+                }
+                object
+            }
+            // Fresh mappings are zero already: no memset.
+            None => large::alloc(layout.size(), layout.align()),
+        }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let align = layout.align();
+        let old_class = SizeClass::for_layout(layout.size(), align);
+        let new_class = SizeClass::for_layout(new_size, align);
+        if old_class.is_some() && old_class == new_class {
+            // Same slot size: the object already has room.
+            return ptr;
+        }
+        if old_class.is_none() && new_class.is_none() && align <= sheafalloc_core::os::page_size() {
+            // SAFETY: `ptr` is a direct mapping of `layout.size()` bytes with
+            // at most page alignment (our caller's duty and the check above).
+            let moved = unsafe { large::realloc(ptr, layout.size(), new_size) };
+            if !moved.is_null() {
+                return moved;
+            }
+        }
+        // SAFETY: the caller guarantees a valid new layout (non-zero size
+        // that does not overflow when rounded to `align`).
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, align) };
+        // SAFETY: forwarded from our caller.
+        let new_ptr = unsafe { self.alloc(new_layout) };
+        if !new_ptr.is_null() {
+            // SAFETY: both blocks hold at least the smaller size and are
+            // distinct live allocations.
+            unsafe {
+                ptr::copy_nonoverlapping(ptr, new_ptr, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new_ptr
+    }
+}
+
+/// Everything the fast path does not handle: an empty main sheaf, a class
+/// the lookup table does not cover, over-aligned and large layouts.
+#[cold]
+#[inline(never)]
+fn alloc_slow(layout: Layout) -> *mut u8 {
+    match SizeClass::for_layout(layout.size(), layout.align()) {
+        Some(class) => match THREAD_CACHE.try_with(|cache| {
+            let object = cache.pop(class);
+            if object.is_null() {
+                cache.alloc_slow(class)
+            } else {
+                object
+            }
+        }) {
+            Ok(object) => object,
+            Err(_) => uncached_alloc(NodeId::ZERO, class),
+        },
+        None => large::alloc(layout.size(), layout.align()),
+    }
+}
+
+/// # Safety
+///
+/// 1. `ptr` was allocated by this allocator with `layout` and is no longer
+///    used.
+#[cold]
+#[inline(never)]
+unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
+    match SizeClass::for_layout(layout.size(), layout.align()) {
+        Some(class) => {
+            let done = THREAD_CACHE.try_with(|cache| {
+                if !cache.push(class, ptr) {
+                    // SAFETY: duty 1: `ptr` is a free object of `class`.
+                    unsafe { cache.dealloc_slow(class, ptr) }
+                }
+            });
+            if done.is_err() {
+                // SAFETY: duty 1.
+                unsafe { uncached_free(class, ptr) }
+            }
+        }
+        // SAFETY: duty 1: a direct mapping of `layout.size()` bytes.
+        None => unsafe { large::dealloc(ptr, layout.size()) },
+    }
+}
+
+/// Runs `f` with the calling thread's cache (for the API module).
+fn with_thread_cache<R>(f: impl FnOnce(&ThreadCache) -> R) -> Option<R> {
+    THREAD_CACHE.try_with(f).ok()
+}

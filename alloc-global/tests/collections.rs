@@ -1,0 +1,71 @@
+//! Heavy use of std collections with sheafalloc as the global allocator.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+#[global_allocator]
+static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+
+#[test]
+fn vectors_strings_maps_and_queues_keep_their_contents() {
+    let mut map: HashMap<String, Vec<u64>> = HashMap::new();
+    for i in 0..20_000u64 {
+        map.entry(format!("key-{}", i % 997)).or_default().push(i);
+    }
+    let total: u64 = map.values().flat_map(|v| v.iter()).sum();
+    assert_eq!(total, (0..20_000u64).sum::<u64>());
+    for (key, values) in &map {
+        let k: u64 = key[4..].parse().unwrap();
+        assert!(values.iter().all(|v| v % 997 == k));
+    }
+
+    let mut tree = BTreeMap::new();
+    for i in 0..50_000u32 {
+        tree.insert(i.wrapping_mul(2_654_435_761), i);
+    }
+    assert_eq!(tree.len(), 50_000);
+    let mut queue: VecDeque<Box<[u8]>> = VecDeque::new();
+    for i in 0..10_000usize {
+        queue.push_back(vec![(i % 251) as u8; 1 + i % 3000].into_boxed_slice());
+        if queue.len() > 100 {
+            let front = queue.pop_front().unwrap();
+            let first = front[0];
+            assert!(front.iter().all(|b| *b == first));
+        }
+    }
+    let mut s = String::new();
+    for i in 0..100_000 {
+        s.push(char::from(b'a' + (i % 26) as u8));
+    }
+    assert_eq!(s.len(), 100_000);
+    assert!(s
+        .bytes()
+        .enumerate()
+        .all(|(i, b)| b == b'a' + (i % 26) as u8));
+}
+
+#[test]
+fn large_and_over_aligned_allocations_work() {
+    let big = vec![7u8; 10 << 20];
+    assert!(big.iter().all(|b| *b == 7));
+    let zeroed = vec![0u64; 1 << 20];
+    assert!(zeroed.iter().all(|v| *v == 0));
+
+    #[repr(align(4096))]
+    struct Page([u8; 4096]);
+    let pages: Vec<Box<Page>> = (0..64).map(|i| Box::new(Page([i as u8; 4096]))).collect();
+    for (i, page) in pages.iter().enumerate() {
+        assert_eq!(&**page as *const Page as usize % 4096, 0);
+        assert!(page.0.iter().all(|b| *b == i as u8));
+    }
+}
+
+#[test]
+fn stats_count_allocations_of_the_right_cache() {
+    let before = sheafalloc::cache("size-2304").unwrap();
+    let buffers: Vec<Vec<u8>> = (0..500).map(|_| Vec::with_capacity(2112)).collect();
+    let during = sheafalloc::cache("size-2304").unwrap();
+    assert!(during.allocations >= before.allocations + 500);
+    drop(buffers);
+    let after = sheafalloc::cache("size-2304").unwrap();
+    assert!(after.frees >= before.frees + 500);
+}

@@ -1,0 +1,2 @@
+//! Placeholder bench.
+fn main() {}

@@ -1,0 +1,2 @@
+//! Placeholder demo.
+fn main() {}
