@@ -41,6 +41,13 @@ pub fn caches() -> Vec<CacheSnapshot> {
     SizeClass::all().map(snapshot).collect()
 }
 
+/// Snapshots of every cache without names, computed lazily: iterating
+/// allocates nothing, so a caller that measures allocation counts does not
+/// disturb them.
+pub fn cache_stats() -> impl Iterator<Item = stats::CacheStats> {
+    SizeClass::all().map(stats::cache_stats)
+}
+
 /// A snapshot of the cache named `name` (`"size-256"`), if it exists.
 pub fn cache(name: &str) -> Option<CacheSnapshot> {
     SizeClass::from_name(name).map(snapshot)
@@ -105,6 +112,14 @@ pub fn set_sheaf_capacity(name: &str, capacity: u64) -> Result<(), SetCapacityEr
         min: SHEAF_CAPACITY_RANGE.0,
         max: SHEAF_CAPACITY_RANGE.1,
     })
+}
+
+/// Capacity of the main sheaf the calling thread has installed for cache
+/// `name` right now (`Some(0)` if it has none yet; `None` for an unknown
+/// name). Shows when a `set_sheaf_capacity` reached this thread.
+pub fn thread_sheaf_capacity(name: &str) -> Option<u32> {
+    let class = SizeClass::from_name(name)?;
+    Some(crate::with_thread_cache(|cache| cache.main_capacity(class)).unwrap_or(0))
 }
 
 /// What `purge` did.

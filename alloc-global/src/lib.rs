@@ -36,6 +36,8 @@ use sheafalloc_core::thread_cache::{uncached_alloc, uncached_free, ThreadCache};
 use sheafalloc_core::NodeId;
 
 mod api;
+#[cfg(feature = "control")]
+mod control;
 
 pub use api::*;
 

@@ -1,0 +1,86 @@
+//! Helpers shared by the integration tests: content patterns and seeds.
+#![allow(dead_code)]
+
+/// The byte every position of an object holds: derived from the object's
+/// address, its size and a generation, so a misplaced, overlapping or stale
+/// object shows up as a mismatch.
+pub fn pattern_byte(addr: usize, size: usize, generation: u64, index: usize) -> u8 {
+    let seed = (addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (size as u64).rotate_left(17)
+        ^ generation;
+    (seed
+        .wrapping_add(index as u64 * 0x5851_F42D)
+        .rotate_right((index % 61) as u32)
+        & 0xFF) as u8
+}
+
+/// Fills `[ptr, ptr + size)` with the pattern. Writes every byte of small
+/// objects; for objects above 4 KiB, the first and last 256 bytes and one
+/// byte in every 512.
+///
+/// # Safety
+/// `ptr` is valid for writes of `size` bytes.
+pub unsafe fn fill(ptr: *mut u8, size: usize, generation: u64) {
+    for index in positions(size) {
+        // SAFETY: index < size, and the caller guarantees `size` bytes.
+        unsafe { *ptr.add(index) = pattern_byte(ptr as usize, size, generation, index) };
+    }
+}
+
+/// Checks the pattern written by [`fill`]; returns the first bad index.
+///
+/// # Safety
+/// `ptr` is valid for reads of `size` bytes.
+pub unsafe fn check(ptr: *const u8, size: usize, generation: u64) -> Result<(), usize> {
+    for index in positions(size) {
+        // SAFETY: index < size.
+        let byte = unsafe { *ptr.add(index) };
+        if byte != pattern_byte(ptr as usize, size, generation, index) {
+            return Err(index);
+        }
+    }
+    Ok(())
+}
+
+/// The positions [`fill`] writes for an object of `size` bytes.
+pub fn positions(size: usize) -> impl Iterator<Item = usize> {
+    let dense = size <= 4096;
+    (0..size).filter(move |&i| dense || i < 256 || i + 256 >= size || i % 512 == 0)
+}
+
+/// Seconds to run a soak test for: `SHEAFALLOC_STRESS_SECS`, else `default`.
+pub fn stress_secs(default: u64) -> u64 {
+    std::env::var("SHEAFALLOC_STRESS_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The seed of a randomised test: `SHEAFALLOC_SEED`, else `default`. Printed
+/// so a failure can be replayed.
+pub fn seed(default: u64) -> u64 {
+    let seed = std::env::var("SHEAFALLOC_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    eprintln!("seed = {seed} (replay with SHEAFALLOC_SEED={seed})");
+    seed
+}
+
+/// A small, fast, deterministic generator (xorshift64*).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

@@ -1,0 +1,86 @@
+//! fork() from a multi-threaded parent whose threads allocate hard: the
+//! child can allocate and free, every time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+
+fn child_work() -> i32 {
+    // Allocate across many classes, including ones the parent's threads
+    // were using, and a new thread.
+    let mut total = 0usize;
+    for round in 0..50 {
+        let buffers: Vec<Vec<u8>> = (0..200)
+            .map(|i| vec![round as u8; 8 + (i * 37) % 5000])
+            .collect();
+        total += buffers.iter().map(|b| b.len()).sum::<usize>();
+        if !buffers.iter().all(|b| b.iter().all(|x| *x == round as u8)) {
+            return 2;
+        }
+    }
+    let joined =
+        std::thread::spawn(|| (0..1000).map(|i| vec![1u8; i + 1].len()).sum::<usize>()).join();
+    if total == 0 || joined.is_err() {
+        return 3;
+    }
+    0
+}
+
+#[test]
+fn children_of_a_busy_parent_can_allocate() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..3)
+        .map(|t| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut keep = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    for i in 0..100usize {
+                        keep.push(vec![t as u8; 16 + (i * 13) % 3000]);
+                    }
+                    keep.drain(..90);
+                    sheafalloc::set_sheaf_capacity("size-64", 1 + (keep.len() % 60) as u64)
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for _ in 0..40 {
+        // SAFETY: fork has no memory-safety preconditions; the child only
+        // runs `child_work` and `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = child_work();
+            // SAFETY: terminate the child without running the parent's
+            // test-harness teardown.
+            unsafe { libc::_exit(code) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if rc == pid {
+                break status;
+            }
+            if Instant::now() > deadline {
+                // SAFETY: killing our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("child {pid} hung (deadlock after fork?)");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child failed: status {status:#x}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.join().unwrap();
+    }
+}
