@@ -102,6 +102,7 @@ pub struct ThreadCache {
     node_span: Cell<usize>,
     node: Cell<NodeId>,
     state: Cell<ThreadState>,
+    #[cfg(debug_assertions)]
     in_slow_path: Cell<bool>,
     cold: [ColdSlot; NUM_CLASSES],
     owner_thread: core::sync::atomic::AtomicUsize,
@@ -127,6 +128,7 @@ impl ThreadCache {
             node_span: Cell::new(0),
             node: Cell::new(NodeId::ZERO),
             state: Cell::new(ThreadState::Fresh),
+            #[cfg(debug_assertions)]
             in_slow_path: Cell::new(false),
             cold: [const { ColdSlot::new() }; NUM_CLASSES],
             owner_thread: core::sync::atomic::AtomicUsize::new(0),
@@ -147,23 +149,24 @@ impl ThreadCache {
         unsafe { self.cold.get_unchecked(class.index()) }
     }
 
-    /// HOT PATH (alloc): pop from the main sheaf, or null if it is empty or
-    /// missing. Budget: no atomic RMW, no lock, no call, one branch.
+    /// HOT PATH (alloc): pop from the main sheaf, or `None` if it is empty
+    /// or missing. Budget: no atomic RMW, no lock, no call, one branch.
+    /// (Objects in sheaves are never null, but `Option` on the length alone
+    /// spares the caller a null test.)
     #[inline(always)]
-    pub fn pop(&self, class: SizeClass) -> *mut u8 {
+    pub fn pop(&self, class: SizeClass) -> Option<*mut u8> {
         let slot = self.hot(class);
         let len = slot.len.load(Relaxed);
         if len == 0 {
-            return ptr::null_mut();
+            return None;
         }
         let len = len - 1;
         // SAFETY: `len < capacity` and `objects[..len + 1]` are valid entries
         // of the installed main sheaf (HotSlot invariant).
         let object = unsafe { *slot.objects.load(Relaxed).add(len as usize) };
         slot.len.store(len, Relaxed);
-        slot.allocs
-            .store(slot.allocs.load(Relaxed).wrapping_add(1), Relaxed);
-        object
+        slot.allocs.store(slot.allocs.load(Relaxed).wrapping_add(1), Relaxed);
+        Some(object)
     }
 
     /// HOT PATH (free): push onto the main sheaf if the object's home is
@@ -198,8 +201,7 @@ impl ThreadCache {
         }
         let _guard = SlowPathGuard::enter(self);
         self.sync_capacity(class);
-        let object = self.pop(class);
-        if !object.is_null() {
+        if let Some(object) = self.pop(class) {
             return object;
         }
         let counters = &cache(class).counters;
@@ -214,7 +216,7 @@ impl ThreadCache {
             self.cold(class).spare.set(main.as_ptr());
             self.install(class, spare);
             CacheCounters::add(&counters.spare_swaps, 1);
-            return self.pop(class);
+            return self.pop(class).unwrap_or(ptr::null_mut());
         }
         // 2. Trade the empty main for a full sheaf at the barn.
         let node = self.node.get();
@@ -231,7 +233,7 @@ impl ThreadCache {
             CacheCounters::add(&counters.barn_get_hits, 1);
             self.install(class, full.as_ptr());
             self.sync_capacity(class);
-            return self.pop(class);
+            return self.pop(class).unwrap_or(ptr::null_mut());
         }
         drop(barn);
         CacheCounters::add(&counters.barn_get_misses, 1);
@@ -244,7 +246,7 @@ impl ThreadCache {
         sheaf.len = filled as u32;
         self.install(class, main.as_ptr());
         cache::maybe_decay();
-        self.pop(class)
+        self.pop(class).unwrap_or(ptr::null_mut())
     }
 
     /// Slow path of free: main is full or missing, or the object is remote.
@@ -345,7 +347,7 @@ impl ThreadCache {
             self.uninstall(class);
             for sheaf in [main, spare] {
                 if let Some(sheaf) = NonNull::new(sheaf) {
-                    self.dispose(class, sheaf, false);
+                    self.dispose(class, sheaf);
                 }
             }
         }
@@ -515,7 +517,7 @@ impl ThreadCache {
 
     /// Sends an owned sheaf away: a full one to the barn (or the slabs), an
     /// empty one to the barn's empty stack (or the pool).
-    fn dispose(&self, class: SizeClass, sheaf: NonNull<Sheaf>, _exiting: bool) {
+    fn dispose(&self, class: SizeClass, sheaf: NonNull<Sheaf>) {
         let node = self.node.get();
         // SAFETY: the caller owns the stashed sheaf.
         let sheaf_ref = unsafe { &mut *sheaf.as_ptr() };

@@ -76,10 +76,8 @@ unsafe impl GlobalAlloc for SheafAlloc {
         // HOT PATH: one size/align check, one table load, a thread-local pop.
         // No atomic RMW, no lock, no call.
         if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
-            if let Ok(object) = THREAD_CACHE.try_with(|cache| cache.pop(class)) {
-                if !object.is_null() {
-                    return object;
-                }
+            if let Ok(Some(object)) = THREAD_CACHE.try_with(|cache| cache.pop(class)) {
+                return object;
             }
         }
         alloc_slow(layout)
@@ -155,14 +153,7 @@ unsafe impl GlobalAlloc for SheafAlloc {
 #[inline(never)]
 fn alloc_slow(layout: Layout) -> *mut u8 {
     match SizeClass::for_layout(layout.size(), layout.align()) {
-        Some(class) => match THREAD_CACHE.try_with(|cache| {
-            let object = cache.pop(class);
-            if object.is_null() {
-                cache.alloc_slow(class)
-            } else {
-                object
-            }
-        }) {
+        Some(class) => match THREAD_CACHE.try_with(|cache| cache.pop(class).unwrap_or_else(|| cache.alloc_slow(class))) {
             Ok(object) => object,
             Err(_) => uncached_alloc(NodeId::ZERO, class),
         },

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, then checks formatting, the
+# allocator's ground rules, builds everything (benchmarks included) and runs
+# every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== format" >&2
+cargo fmt --all -- --check
+
+echo "== ground rules" >&2
+# Only the OS layer of the allocator crates calls libc.
+stray=$(grep -rln 'libc::' alloc-core/src alloc-global/src | grep -v '/os/' || true)
+if [ -n "$stray" ]; then
+  echo "libc:: used outside alloc-core/src/os/: $stray" >&2
+  exit 1
+fi
+
+echo "== clippy" >&2
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+echo "== tests" >&2
+cargo test --workspace --all-features --no-fail-fast
+
+if [ -x scripts/check-prometheus.sh ]; then
+  echo "== prometheus" >&2
+  bash scripts/check-prometheus.sh
+fi
