@@ -164,10 +164,14 @@ mod tests {
         let mut barn = Barn::new();
         let mut cells = [0u8; 64];
         let mut taken = std::vec::Vec::new();
-        for i in 0..=BARN_FULL_MAX as usize {
+        for (i, cell) in cells
+            .iter_mut()
+            .enumerate()
+            .take(BARN_FULL_MAX as usize + 1)
+        {
             let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
             // SAFETY: freshly taken and owned.
-            assert!(unsafe { &mut *sheaf.as_ptr() }.push(&mut cells[i]));
+            assert!(unsafe { &mut *sheaf.as_ptr() }.push(cell));
             // SAFETY: owned, len 1, right class and node.
             match unsafe { barn.put_full(sheaf) } {
                 Ok(()) => assert!(i < BARN_FULL_MAX as usize),
@@ -179,9 +183,10 @@ mod tests {
             barn.check_invariants();
         }
         let top = barn.take_full().unwrap();
-        // SAFETY: owned now.
+        // SAFETY: the barn handed the sheaf to us.
+        let top_object = unsafe { top.as_ref() }.held()[0];
         assert_eq!(
-            unsafe { top.as_ref() }.held()[0],
+            top_object,
             &mut cells[BARN_FULL_MAX as usize - 1] as *mut u8
         );
         taken.push(top);

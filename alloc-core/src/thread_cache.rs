@@ -165,7 +165,8 @@ impl ThreadCache {
         // of the installed main sheaf (HotSlot invariant).
         let object = unsafe { *slot.objects.load(Relaxed).add(len as usize) };
         slot.len.store(len, Relaxed);
-        slot.allocs.store(slot.allocs.load(Relaxed).wrapping_add(1), Relaxed);
+        slot.allocs
+            .store(slot.allocs.load(Relaxed).wrapping_add(1), Relaxed);
         Some(object)
     }
 

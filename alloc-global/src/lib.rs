@@ -153,7 +153,9 @@ unsafe impl GlobalAlloc for SheafAlloc {
 #[inline(never)]
 fn alloc_slow(layout: Layout) -> *mut u8 {
     match SizeClass::for_layout(layout.size(), layout.align()) {
-        Some(class) => match THREAD_CACHE.try_with(|cache| cache.pop(class).unwrap_or_else(|| cache.alloc_slow(class))) {
+        Some(class) => match THREAD_CACHE
+            .try_with(|cache| cache.pop(class).unwrap_or_else(|| cache.alloc_slow(class)))
+        {
             Ok(object) => object,
             Err(_) => uncached_alloc(NodeId::ZERO, class),
         },

@@ -62,7 +62,7 @@ fn objects_freed_on_other_threads_keep_their_contents() {
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
                 let allocator = sheafalloc::SheafAlloc::new();
-                let mut rng = common::Rng::new(seed ^ (id as u64 + 1) * 0x1234_5678);
+                let mut rng = common::Rng::new(seed ^ ((id as u64 + 1) * 0x1234_5678));
                 let mut generation = (id as u64) << 48;
                 let mut kept: Vec<Object> = Vec::new();
                 let free = |object: Object, checked: &AtomicU64| {

@@ -65,8 +65,7 @@ fn exiting_threads_give_back_their_sheaves() {
         // Had exited threads kept their cached objects, every wave would
         // have needed fresh slabs. What may legitimately stay out: one
         // wave's sheaves (main + spare per thread) and a full barn.
-        if a.slabs > 0 {
-            let slab_bytes = a.bytes_held / a.slabs;
+        if let Some(slab_bytes) = a.bytes_held.checked_div(a.slabs) {
             let in_flight = (2 * WAVE as u64 + 10) * u64::from(a.sheaf_capacity) * a.object_size;
             let allowed = b.slabs + in_flight.div_ceil(slab_bytes) + 2;
             assert!(
