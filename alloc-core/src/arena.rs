@@ -43,6 +43,12 @@ const ORDERS: usize = MAX_SLAB_ORDER + 1;
 const NODE_SPAN_SHIFTS: [u32; 6] = [36, 34, 32, 31, 30, 28];
 
 static ARENA_BASE: AtomicUsize = AtomicUsize::new(0);
+static BIND_FAILURES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Times binding slab memory to its node failed (see `topology::bind_mode`).
+pub fn bind_failures() -> u64 {
+    BIND_FAILURES.load(Ordering::Relaxed)
+}
 static NODE_SHIFT: AtomicU32 = AtomicU32::new(0);
 
 /// Everything an arena region needs, per node.
@@ -239,6 +245,18 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
     }
     if !commit_meta(node, inner, end) {
         return None;
+    }
+    match crate::topology::bind_mode() {
+        os::NumaBindMode::Off => {}
+        mode => {
+            let bytes = ((end - start) as usize) << CHUNK_SHIFT;
+            if !os::bind_to_node(region, bytes, crate::topology::os_node(node)) {
+                BIND_FAILURES.fetch_add(1, Ordering::Relaxed);
+                if mode == os::NumaBindMode::Strict {
+                    return None;
+                }
+            }
+        }
     }
     inner.bump = end;
     // Hand the alignment gap to the free lists as aligned runs.

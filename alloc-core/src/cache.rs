@@ -63,8 +63,10 @@ pub struct CacheCounters {
     pub slab_flushes: AtomicU64,
     /// Objects moved from sheaves to slabs.
     pub flushed_objects: AtomicU64,
-    /// Frees of objects whose home is another node than the freeing thread's.
-    pub remote_frees: AtomicU64,
+    /// Frees of objects whose home is another node than the freeing
+    /// thread's, by `[from node][to node]`; counted when the batch is
+    /// handed to the home node.
+    pub remote_frees: [[AtomicU64; MAX_NODES]; MAX_NODES],
     /// Sheaves resized to a new capacity.
     pub sheaf_resizes: AtomicU64,
     /// Allocations that failed because the OS refused memory.
@@ -85,7 +87,7 @@ impl CacheCounters {
             refilled_objects: AtomicU64::new(0),
             slab_flushes: AtomicU64::new(0),
             flushed_objects: AtomicU64::new(0),
-            remote_frees: AtomicU64::new(0),
+            remote_frees: [const { [const { AtomicU64::new(0) }; MAX_NODES] }; MAX_NODES],
             sheaf_resizes: AtomicU64::new(0),
             alloc_failures: AtomicU64::new(0),
         }

@@ -10,7 +10,8 @@
 //! # Layers (each may use only the ones above it)
 //!
 //! 1. `os`, `sync` — the kernel contract and futex locks.
-//! 2. [`size_class`], [`node`] — pure tables: request → class, node ids.
+//! 2. [`size_class`], [`node`], [`topology`] — request → class, node ids,
+//!    CPU → node map and the calling thread's node.
 //! 3. `arena` — address space per node, chunks, slab metadata table.
 //! 4. [`slab`] — objects carved from runs; partial/empty lists; decay.
 //! 5. [`sheaf`] — arrays of object pointers and their pool.
@@ -60,6 +61,7 @@ pub mod sync;
 
 pub mod node;
 pub mod size_class;
+pub mod topology;
 
 pub mod arena;
 pub mod slab;

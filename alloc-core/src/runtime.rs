@@ -22,11 +22,12 @@
 
 use core::ffi::c_void;
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::arena;
 use crate::cache;
 use crate::node::{self, NodeId};
+
 use crate::os;
 use crate::sheaf::SHEAF_POOL;
 use crate::size_class::SizeClass;
@@ -73,6 +74,7 @@ fn init_slow() -> bool {
 
 fn init_once() -> bool {
     let nodes = node::discover_node_count();
+    crate::topology::init_simulated();
     if !arena::init(nodes) {
         os::write_stderr(
             b"sheafalloc: could not reserve address space for the arena; allocations will fail\n",
@@ -92,18 +94,6 @@ fn init_once() -> bool {
         );
     }
     true
-}
-
-/// Threads get nodes round-robin when nodes are simulated; otherwise node 0
-/// until topology discovery says better.
-pub(crate) fn node_for_new_thread() -> NodeId {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let count = node::node_count();
-    if count <= 1 {
-        return NodeId::ZERO;
-    }
-    let index = NEXT.fetch_add(1, Ordering::Relaxed) as usize % count;
-    NodeId::new(index).unwrap_or(NodeId::ZERO)
 }
 
 unsafe extern "C" fn thread_exit(value: *mut c_void) {

@@ -3,6 +3,9 @@
 //! A slab hands out objects in two ways: first from its intrusive free list
 //! (objects that came back), then by carving never-used objects off its
 //! start (`carved` counts them), so a fresh slab needs no initialisation.
+//! When the last object of a slab comes back, its free list is dropped and
+//! the slab is carved afresh: a refill from an empty slab computes
+//! addresses instead of chasing links through cold memory.
 //! Each `(node, class)` pair keeps a [`SlabList`]: partial slabs (some
 //! objects free), and empty slabs waiting to be reused or returned to the OS.
 //! Full slabs are in no list; a free into one puts it back on the partial
@@ -253,6 +256,11 @@ impl SlabList {
                 self.push_partial(node, slab);
             }
             if meta.in_use == 0 {
+                // Every object is back: forget the free list and carve the
+                // slab afresh next time. Refilling then computes addresses
+                // instead of chasing links through cold object memory.
+                meta.free = ptr::null_mut();
+                meta.carved = 0;
                 self.unlink_partial(node, slab);
                 self.push_empty(node, slab, now_ms);
             }

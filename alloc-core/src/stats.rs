@@ -10,7 +10,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::cache::{self, cache};
 use crate::large::LARGE;
-use crate::node::NodeId;
+use crate::node::{NodeId, MAX_NODES};
 use crate::runtime;
 use crate::size_class::SizeClass;
 use crate::slab::slab_bytes;
@@ -55,8 +55,11 @@ pub struct CacheStats {
     pub slab_flushes: u64,
     /// Objects moved to slabs.
     pub flushed_objects: u64,
-    /// Frees of objects whose home node was not the freeing thread's.
+    /// Frees of objects whose home node was not the freeing thread's
+    /// (counted when handed over in a batch).
     pub remote_frees: u64,
+    /// The same by `[from node][to node]`.
+    pub remote_frees_by_node: [[u64; MAX_NODES]; MAX_NODES],
     /// Sheaves resized after a capacity change.
     pub sheaf_resizes: u64,
     /// Allocations that failed because the OS refused memory.
@@ -155,7 +158,13 @@ pub fn cache_stats(class: SizeClass) -> CacheStats {
     stats.refilled_objects = counters.refilled_objects.load(Relaxed);
     stats.slab_flushes = counters.slab_flushes.load(Relaxed);
     stats.flushed_objects = counters.flushed_objects.load(Relaxed);
-    stats.remote_frees = counters.remote_frees.load(Relaxed);
+    for (from, row) in counters.remote_frees.iter().enumerate() {
+        for (to, count) in row.iter().enumerate() {
+            let count = count.load(Relaxed);
+            stats.remote_frees_by_node[from][to] = count;
+            stats.remote_frees += count;
+        }
+    }
     stats.sheaf_resizes = counters.sheaf_resizes.load(Relaxed);
     stats.alloc_failures = counters.alloc_failures.load(Relaxed);
     stats
@@ -192,5 +201,40 @@ pub fn large_stats() -> LargeStats {
         bytes_returned: LARGE.bytes_returned.load(Relaxed),
         alloc_failures: LARGE.failures.load(Relaxed),
         remaps: LARGE.remaps.load(Relaxed),
+    }
+}
+
+/// Where the objects of one cache on one node are, checked against the
+/// slab metadata (every slab list invariant is verified on the way; a
+/// violation aborts with a message).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeAudit {
+    /// Slabs of this cache on this node.
+    pub slabs: u64,
+    /// Objects out of the slabs: held by users, or in some sheaf.
+    pub objects_out_of_slabs: u64,
+    /// Free objects in the slabs.
+    pub slab_free_objects: u64,
+    /// Free objects in this node's barn.
+    pub barn_objects: u64,
+}
+
+/// Audits `class` on `node`. At quiescence (no object live, every thread's
+/// sheaves flushed or exited) `objects_out_of_slabs == barn_objects`: every
+/// free object is in exactly one place.
+pub fn audit(class: SizeClass, node: NodeId) -> NodeAudit {
+    let node_class = cache::node_class(node, class);
+    let barn = node_class.barn.lock();
+    barn.check_invariants();
+    let barn_objects = barn.objects_held();
+    drop(barn);
+    let slabs = node_class.slabs.lock();
+    let objects_out_of_slabs = slabs.check_invariants(node, class);
+    let counts = slabs.counts();
+    NodeAudit {
+        slabs: counts.slabs,
+        objects_out_of_slabs,
+        slab_free_objects: counts.free_objects,
+        barn_objects,
     }
 }

@@ -71,6 +71,9 @@ impl HotSlot {
 struct ColdSlot {
     main: Cell<*mut Sheaf>,
     spare: Cell<*mut Sheaf>,
+    /// Objects freed by this thread whose home is another node, waiting to
+    /// be handed over in one batch (`node` of the sheaf = their home).
+    remote: Cell<*mut Sheaf>,
 }
 
 impl ColdSlot {
@@ -78,6 +81,7 @@ impl ColdSlot {
         Self {
             main: Cell::new(ptr::null_mut()),
             spare: Cell::new(ptr::null_mut()),
+            remote: Cell::new(ptr::null_mut()),
         }
     }
 }
@@ -201,6 +205,7 @@ impl ThreadCache {
             return uncached_alloc(NodeId::ZERO, class);
         }
         let _guard = SlowPathGuard::enter(self);
+        self.follow_node();
         self.sync_capacity(class);
         if let Some(object) = self.pop(class) {
             return object;
@@ -264,13 +269,19 @@ impl ThreadCache {
             return unsafe { uncached_free(class, object) };
         }
         let _guard = SlowPathGuard::enter(self);
+        self.follow_node();
         let counters = &cache(class).counters;
         let home = arena::home_node(object as usize);
-        if home != Some(self.node.get()) {
-            CacheCounters::add(&counters.remote_frees, 1);
-            // Never cache an object on a node that is not its home.
+        match home {
+            Some(home) if home == self.node.get() => {}
+            // Never cache an object on a node that is not its home: batch it
+            // for its home node.
             // SAFETY: duty 1.
-            return unsafe { uncached_free(class, object) };
+            Some(home) => return unsafe { self.remote_free(class, object, home) },
+            None => {
+                crate::invariant!(false, "free of a pointer outside the arena");
+                return;
+            }
         }
         self.sync_capacity(class);
         if self.push(class, object) {
@@ -341,6 +352,20 @@ impl ThreadCache {
             return;
         }
         let _guard = SlowPathGuard::enter(self);
+        self.give_back_all();
+        // A thread that moved since its last slow path starts over on the
+        // node it is on now.
+        if let Some(node) = crate::topology::node_of_current_cpu() {
+            if node != self.node.get() {
+                self.node.set(node);
+                self.node_base.set(arena::node_base(node));
+                crate::topology::count_migration();
+            }
+        }
+    }
+
+    /// Hands every sheaf and remote batch back to the barns and slabs.
+    fn give_back_all(&self) {
         for class in SizeClass::all() {
             self.stash(class);
             let main = self.cold(class).main.replace(ptr::null_mut());
@@ -351,7 +376,109 @@ impl ThreadCache {
                     self.dispose(class, sheaf);
                 }
             }
+            self.send_remote(class);
         }
+    }
+
+    /// Checks the thread's node (at least once per slow path). If the
+    /// thread moved to another node, its sheaves go back to the old node
+    /// first: their objects must not be handed out on the new one.
+    #[inline]
+    fn follow_node(&self) {
+        let Some(node) = crate::topology::node_of_current_cpu() else {
+            return;
+        };
+        if node != self.node.get() {
+            self.move_to_node(node);
+        }
+    }
+
+    #[cold]
+    fn move_to_node(&self, node: NodeId) {
+        self.give_back_all();
+        self.node.set(node);
+        self.node_base.set(arena::node_base(node));
+        crate::topology::count_migration();
+    }
+
+    /// Batches an object for its home node; a full batch (or one for
+    /// another node) is handed over in one operation.
+    ///
+    /// # Safety
+    ///
+    /// 1. `object` is a free object of `class` whose home is `home`, no
+    ///    longer used.
+    unsafe fn remote_free(&self, class: SizeClass, object: *mut u8, home: NodeId) {
+        let slot = self.hot(class);
+        slot.frees
+            .store(slot.frees.load(Relaxed).wrapping_add(1), Relaxed);
+        let cold = self.cold(class);
+        let mut batch = cold.remote.get();
+        // SAFETY: the batch is owned by this thread.
+        if !batch.is_null() && unsafe { (*batch).node } != home {
+            self.send_remote(class);
+            batch = ptr::null_mut();
+        }
+        if batch.is_null() {
+            match SHEAF_POOL.take(class, home, cache(class).sheaf_capacity(class)) {
+                Some(sheaf) => {
+                    batch = sheaf.as_ptr();
+                    cold.remote.set(batch);
+                }
+                None => {
+                    // No memory for a batch: send the object home alone.
+                    // SAFETY: duty 1.
+                    unsafe { cache::flush_to_slabs(home, class, &[object]) };
+                    self.count_remote(class, home, 1);
+                    return;
+                }
+            }
+        }
+        // SAFETY: owned by this thread; it has room (full batches are sent
+        // at once below).
+        let pushed = unsafe { (*batch).push(object) };
+        crate::invariant!(pushed, "remote batch overflow");
+        // SAFETY: as above.
+        if unsafe { (*batch).len >= (*batch).capacity } {
+            self.send_remote(class);
+        }
+    }
+
+    /// Hands the remote batch of `class` to its home node: a full batch
+    /// becomes a full sheaf in the home barn if it has room (no object
+    /// memory is touched); otherwise the objects go to the home slabs.
+    fn send_remote(&self, class: SizeClass) {
+        let Some(batch) = NonNull::new(self.cold(class).remote.replace(ptr::null_mut())) else {
+            return;
+        };
+        // SAFETY: the batch was owned by this thread's slot.
+        let sheaf = unsafe { &mut *batch.as_ptr() };
+        let home = sheaf.node;
+        let count = sheaf.len;
+        if count > 0 {
+            self.count_remote(class, home, count);
+            if sheaf.len == sheaf.capacity {
+                let mut barn = node_class(home, class).barn.lock();
+                // SAFETY: owned, non-empty, objects of `class` whose home is
+                // `home` (the barn's node and class).
+                if unsafe { barn.put_full(batch) }.is_ok() {
+                    return;
+                }
+            }
+            // SAFETY: the objects are free objects of `class` at home `home`.
+            unsafe { cache::flush_to_slabs(home, class, sheaf.held()) };
+            sheaf.len = 0;
+        }
+        // SAFETY: owned and empty.
+        unsafe { SHEAF_POOL.give(batch) };
+    }
+
+    fn count_remote(&self, class: SizeClass, home: NodeId, count: u32) {
+        let counters = &cache(class).counters;
+        CacheCounters::add(
+            &counters.remote_frees[self.node.get().index()][home.index()],
+            u64::from(count),
+        );
     }
 
     /// Flushes everything and unregisters; the thread is `Dead` afterwards.
@@ -418,7 +545,7 @@ impl ThreadCache {
         if !runtime::ensure_init() {
             return false;
         }
-        let node = runtime::node_for_new_thread();
+        let node = crate::topology::node_for_new_thread();
         self.node.set(node);
         self.node_base.set(arena::node_base(node));
         self.node_span.set(arena::node_span());

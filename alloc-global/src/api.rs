@@ -154,3 +154,15 @@ pub fn thread_counts() -> (u64, u64) {
 pub fn resident_bytes() -> Option<usize> {
     sheafalloc_core::os::resident_bytes()
 }
+
+pub use sheafalloc_core::stats::NodeAudit;
+
+/// Audits cache `name` on allocator node `node`: walks its slabs and barn,
+/// verifies their invariants, and says where the objects are (see
+/// [`NodeAudit`]). `None` for an unknown cache or node.
+pub fn audit(name: &str, node: usize) -> Option<NodeAudit> {
+    let class = SizeClass::from_name(name)?;
+    let node = sheafalloc_core::NodeId::new(node)
+        .filter(|n| n.index() < sheafalloc_core::node::node_count())?;
+    Some(stats::audit(class, node))
+}

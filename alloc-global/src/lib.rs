@@ -38,8 +38,12 @@ use sheafalloc_core::NodeId;
 mod api;
 #[cfg(feature = "control")]
 mod control;
+mod topology;
 
 pub use api::*;
+pub use topology::{
+    discover_topology, home_node, thread_node, topology, NodeInfo, Topology, TopologyError,
+};
 
 thread_local! {
     /// The calling thread's sheaves. Const-initialised and without `Drop`:

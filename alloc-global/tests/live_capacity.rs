@@ -20,6 +20,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn capacity_changes_reach_allocating_threads() {
+    let before = sheafalloc::cache(CACHE).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let seen: Arc<Vec<AtomicU32>> = Arc::new((0..2).map(|_| AtomicU32::new(0)).collect());
     let workers: Vec<_> = (0..2)
@@ -48,7 +49,6 @@ fn capacity_changes_reach_allocating_threads() {
             })
         })
         .collect();
-    let before = sheafalloc::cache(CACHE).unwrap();
     for capacity in [8u32, 200, 1, 26] {
         sheafalloc::set_sheaf_capacity(CACHE, u64::from(capacity)).unwrap();
         wait_until(&format!("both workers use capacity {capacity}"), || {

@@ -1,2 +1,171 @@
-//! Placeholder bench.
-fn main() {}
+//! `sheafalloc-bench`: compares sheafalloc with the system allocator,
+//! mimalloc, jemalloc and snmalloc in one run, allocators interleaved round
+//! by round, and reports medians, spreads and ratios (see `options::USAGE`).
+//!
+//! Build and run with the workspace's release profile (fat LTO):
+//! `cargo run --release -p sheafalloc-bench -- --quick`.
+
+mod callgrind;
+mod counters;
+mod machine;
+mod options;
+mod peers;
+mod report;
+mod results_file;
+mod summary;
+mod workloads;
+
+use std::time::Instant;
+
+use options::{Command, Part, RunOptions};
+use peers::Peer;
+use report::TimedResult;
+use summary::Samples;
+use workloads::{pingpong, Scale, Workload};
+
+/// Tag of the callgrind section in the results file (a build with the
+/// `snmalloc-valgrind` feature keeps its counts in a section of its own).
+const CALLGRIND_TAG: &str = if callgrind::SNMALLOC_VALGRIND {
+    "callgrind-snmalloc-valgrind"
+} else {
+    "callgrind"
+};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = match options::parse(&args) {
+        Ok(command) => command,
+        Err(error) => {
+            eprintln!("sheafalloc-bench: {error}\n\n{}", options::USAGE);
+            std::process::exit(2);
+        }
+    };
+    match command {
+        Command::Help => println!("{}", options::USAGE),
+        Command::Pairs { peer, n } => {
+            let ns = Workload::Pairs.measure(
+                peer,
+                &Scale {
+                    pairs: n,
+                    ..Scale::WARMUP
+                },
+            );
+            println!("{} {n} pairs: {ns:.2} ns/pair", peer.name());
+        }
+        Command::Callgrind { quick } => {
+            let section = callgrind_section(quick);
+            print!("{section}");
+            results_file::save_section(CALLGRIND_TAG, &section);
+        }
+        Command::Run(options) => run(&options),
+    }
+}
+
+/// The command line as typed (program path included).
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// Counts instructions under callgrind and formats the section.
+fn callgrind_section(quick: bool) -> String {
+    let n = if quick {
+        callgrind::QUICK
+    } else {
+        callgrind::FULL
+    };
+    let counts = callgrind::measure_all(n);
+    report::callgrind_section(&counts, &command_line())
+}
+
+/// The comparison run.
+fn run(options: &RunOptions) {
+    let started = Instant::now();
+    let scale = if options.quick {
+        Scale::QUICK
+    } else {
+        Scale::FULL
+    };
+    let machine = machine::describe();
+    eprintln!("machine: {}", machine.markdown());
+    let timed: Vec<Workload> = workloads::ALL
+        .into_iter()
+        .filter(|&w| options.runs(w))
+        .collect();
+
+    eprintln!("warm-up");
+    for &workload in &timed {
+        for peer in peers::ALL {
+            workload.measure(peer, &Scale::WARMUP);
+        }
+    }
+
+    let mut results: Vec<TimedResult> = timed
+        .iter()
+        .map(|&workload| TimedResult {
+            workload,
+            samples: vec![Samples::default(); peers::ALL.len()],
+            round_trips: Vec::new(),
+        })
+        .collect();
+    for round in 1..=options.rounds {
+        for result in &mut results {
+            run_round(result, round, options.rounds, &scale);
+        }
+    }
+
+    let mut report = report::header(&command_line(), &machine, options, &scale);
+    for result in &results {
+        report.push('\n');
+        report.push_str(&report::timed_section(result));
+    }
+    if options.parts.contains(&Part::Callgrind) {
+        report.push('\n');
+        let section = callgrind_section(options.quick);
+        report.push_str(&results_file::tagged(CALLGRIND_TAG, &section));
+    }
+    if !timed.is_empty() {
+        report.push('\n');
+        report.push_str(&counters::section());
+    }
+    report.push_str(&format!(
+        "\nWhole run: {:.0} s.\n",
+        started.elapsed().as_secs_f64()
+    ));
+    print!("{report}");
+    results_file::save_whole(&report);
+}
+
+/// One round of one workload: every allocator once, in `peers::ALL` order.
+fn run_round(result: &mut TimedResult, round: usize, rounds: usize, scale: &Scale) {
+    let workload = result.workload;
+    let with_rtt = workload == Workload::ProdCons;
+    let before = if with_rtt {
+        pingpong::round_trip_ns(scale.pingpong_batches)
+    } else {
+        f64::NAN
+    };
+    let mut line = format!("round {round}/{rounds} {}:", workload.name());
+    for (peer, samples) in peers::ALL.into_iter().zip(&mut result.samples) {
+        let value = workload.measure(peer, scale);
+        samples.push(value);
+        line.push_str(&format!(" {} {value:.2}", short(peer)));
+    }
+    line.push_str(&format!(" {}", workload.unit()));
+    if with_rtt {
+        let after = pingpong::round_trip_ns(scale.pingpong_batches);
+        result.round_trips.push((before, after));
+        line.push_str(&format!("; round trip {before:.0}/{after:.0} ns"));
+    }
+    eprintln!("{line}");
+}
+
+/// A short name for progress lines.
+fn short(peer: Peer) -> &'static str {
+    match peer {
+        Peer::Sheaf => "sheaf",
+        Peer::System => "sys",
+        Peer::Mimalloc => "mi",
+        Peer::Jemalloc => "je",
+        Peer::Snmalloc => "sn",
+    }
+}

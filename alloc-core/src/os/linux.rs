@@ -353,3 +353,106 @@ pub fn current_thread() -> usize {
     // SAFETY: pthread_self has no preconditions.
     unsafe { libc::pthread_self() as usize }
 }
+
+/// Number of CPUs the system has configured.
+pub fn cpu_count() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+/// Where the kernel keeps the calling thread's current CPU: glibc's rseq
+/// registration (`__rseq_offset` from the thread pointer), found once.
+static RSEQ_OFFSET: core::sync::atomic::AtomicIsize = core::sync::atomic::AtomicIsize::new(0);
+/// 0 = not looked up, 1 = rseq usable, 2 = not usable (use `getcpu`).
+static RSEQ_STATE: AtomicU32 = AtomicU32::new(0);
+
+/// Looks up glibc's rseq area once (at start-up; `dlsym` may use glibc's
+/// malloc, never ours). Returns whether reads of the CPU id can use it.
+pub fn init_rseq() -> bool {
+    if RSEQ_STATE.load(Ordering::Acquire) != 0 {
+        return RSEQ_STATE.load(Ordering::Relaxed) == 1;
+    }
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
+    let offset = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) };
+    // SAFETY: as above.
+    let size = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()) };
+    let usable = if offset.is_null() || size.is_null() {
+        false
+    } else {
+        // SAFETY: glibc exports `__rseq_offset` as a `ptrdiff_t` and
+        // `__rseq_size` as an `unsigned int`; both are constant after start.
+        let (offset, size) = unsafe { (*(offset as *const isize), *(size as *const u32)) };
+        RSEQ_OFFSET.store(offset, Ordering::Relaxed);
+        size >= 8
+    };
+    RSEQ_STATE.store(if usable { 1 } else { 2 }, Ordering::Release);
+    usable
+}
+
+/// The CPU the calling thread runs on: the rseq area's `cpu_id`, kept
+/// current by the kernel at every migration (one load), else `getcpu`.
+pub fn current_cpu_fast() -> Option<u32> {
+    if RSEQ_STATE.load(Ordering::Relaxed) == 1 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let thread_pointer: usize;
+            // SAFETY: on x86-64 Linux, %fs:0 holds the thread control
+            // block's own address (the thread pointer); reading it has no
+            // side effects.
+            unsafe {
+                core::arch::asm!("mov {}, fs:0", out(reg) thread_pointer, options(nostack, readonly, preserves_flags))
+            };
+            let area = thread_pointer.wrapping_add_signed(RSEQ_OFFSET.load(Ordering::Relaxed));
+            // SAFETY: glibc registered an rseq area of at least 8 bytes at
+            // `thread pointer + __rseq_offset` for every thread (checked in
+            // `init_rseq`); `cpu_id` is the u32 at offset 4, written by the
+            // kernel, hence the volatile read.
+            let cpu = unsafe { core::ptr::read_volatile((area + 4) as *const u32) };
+            if (cpu as i32) >= 0 {
+                return Some(cpu);
+            }
+        }
+    }
+    current_cpu()
+}
+
+/// What to do when binding memory to its node fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumaBindMode {
+    /// Do not bind (one node, or simulated nodes).
+    Off,
+    /// Count the failure and use the memory anyway.
+    Advisory,
+    /// Fail the refill that needed the memory.
+    Strict,
+}
+
+/// Binds `[ptr, ptr + bytes)` to OS node `os_node` (`mbind(MPOL_BIND)`).
+pub fn bind_to_node(ptr: NonNull<u8>, bytes: usize, os_node: u32) -> bool {
+    const MPOL_BIND: libc::c_int = 2;
+    let mut mask = [0u64; 16];
+    let word = os_node as usize / 64;
+    if word >= mask.len() {
+        return false;
+    }
+    mask[word] = 1u64 << (os_node % 64);
+    // SAFETY: the range is committed memory of this allocator (module
+    // contract); the node mask is a valid array of `16 * 64` bits.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            ptr.as_ptr(),
+            bytes,
+            MPOL_BIND,
+            mask.as_ptr(),
+            (mask.len() * 64) as u64,
+            0u32,
+        )
+    };
+    rc == 0
+}

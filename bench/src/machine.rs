@@ -1,0 +1,65 @@
+//! A description of the machine and toolchain, for the report header.
+
+use std::process::Command;
+
+/// What the report says about where it ran.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    /// CPU model name from `/proc/cpuinfo`.
+    pub cpu: String,
+    /// Logical CPUs listed in `/proc/cpuinfo`.
+    pub cpus: usize,
+    /// CPUs this process may run on.
+    pub available: usize,
+    /// `uname -r`.
+    pub kernel: String,
+    /// `rustc -V` at run time (the toolchain that built this, normally).
+    pub rustc: String,
+}
+
+/// Reads the description.
+pub fn describe() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == "model name").then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cpus = cpuinfo
+        .lines()
+        .filter(|line| line.starts_with("processor"))
+        .count();
+    Machine {
+        cpu,
+        cpus,
+        available: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        kernel: output_of("uname", &["-r"]),
+        rustc: output_of("rustc", &["-V"]),
+    }
+}
+
+/// The first line a command prints, or "unknown".
+pub fn output_of(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.lines().next().map(str::to_owned)
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl Machine {
+    /// One markdown line.
+    pub fn markdown(&self) -> String {
+        format!(
+            "{}, {} logical CPUs ({} available to this process), kernel {}, {}",
+            self.cpu, self.cpus, self.available, self.kernel, self.rustc
+        )
+    }
+}

@@ -1,0 +1,85 @@
+//! The allocators under comparison, and a way to run generic code on each.
+//!
+//! Every workload is a generic function over `A: GlobalAlloc`, so each
+//! allocator gets its own monomorphised copy: sheafalloc's
+//! `#[inline(always)]` fast paths are inlined into the loop exactly as they
+//! would be behind `#[global_allocator]`, and the C allocators are FFI calls
+//! either way. The bench's own global allocator stays `System`.
+
+use std::alloc::{GlobalAlloc, System};
+
+static SHEAF: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static SNMALLOC: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc::new();
+
+/// One allocator under comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// This project.
+    Sheaf,
+    /// `std::alloc::System` (glibc malloc here).
+    System,
+    /// The `mimalloc` crate.
+    Mimalloc,
+    /// The `tikv-jemallocator` crate.
+    Jemalloc,
+    /// The `snmalloc-rs` crate.
+    Snmalloc,
+}
+
+/// All allocators, in the order each round runs them.
+pub const ALL: [Peer; 5] = [
+    Peer::Sheaf,
+    Peer::System,
+    Peer::Mimalloc,
+    Peer::Jemalloc,
+    Peer::Snmalloc,
+];
+
+/// Generic code to run with one allocator (a generic closure, by hand).
+pub trait Visit {
+    /// What the code returns.
+    type Output;
+    /// Runs the code with allocator `a`.
+    fn visit<A: GlobalAlloc + Sync>(self, a: &A) -> Self::Output;
+}
+
+impl Peer {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Sheaf => "sheafalloc",
+            Peer::System => "system",
+            Peer::Mimalloc => "mimalloc",
+            Peer::Jemalloc => "jemalloc",
+            Peer::Snmalloc => "snmalloc",
+        }
+    }
+
+    /// The allocator called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Peer> {
+        ALL.into_iter().find(|peer| peer.name() == name)
+    }
+
+    /// Whether this is one of the allocators sheafalloc is compared with.
+    pub fn is_peer(self) -> bool {
+        self != Peer::Sheaf
+    }
+
+    /// Runs `code` monomorphised for this allocator.
+    pub fn visit<V: Visit>(self, code: V) -> V::Output {
+        match self {
+            Peer::Sheaf => code.visit(&SHEAF),
+            Peer::System => code.visit(&System),
+            Peer::Mimalloc => code.visit(&MIMALLOC),
+            Peer::Jemalloc => code.visit(&JEMALLOC),
+            Peer::Snmalloc => code.visit(&SNMALLOC),
+        }
+    }
+}
+
+/// Comma-separated names of all allocators (for help text and errors).
+pub fn names() -> String {
+    ALL.map(Peer::name).join(", ")
+}
