@@ -55,6 +55,8 @@ static NODE_SHIFT: AtomicU32 = AtomicU32::new(0);
 struct NodeArena {
     /// Address of this node's `SlabMeta` table (set once at init).
     meta: AtomicUsize,
+    /// Mirror of `ArenaInner::bump` for lock-free readers (only grows).
+    bump: AtomicU32,
     inner: Mutex<ArenaInner>,
 }
 
@@ -75,6 +77,7 @@ struct ArenaInner {
 static NODE_ARENAS: [NodeArena; MAX_NODES] = [const {
     NodeArena {
         meta: AtomicUsize::new(0),
+        bump: AtomicU32::new(0),
         inner: Mutex::new(ArenaInner {
             bump: 0,
             chunk_limit: 0,
@@ -103,6 +106,12 @@ pub(crate) fn init(node_count: usize) -> bool {
             };
             arena.meta.store(meta.as_ptr() as usize, Ordering::Relaxed);
             arena.inner.lock().chunk_limit = chunks as u32;
+        }
+        #[cfg(feature = "checks")]
+        for node in 0..node_count {
+            if !crate::checks::reserve(node, span) {
+                return false;
+            }
         }
         NODE_SHIFT.store(shift, Ordering::Relaxed);
         ARENA_BASE.store(base.as_ptr() as usize, Ordering::Release);
@@ -246,6 +255,10 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
     if !commit_meta(node, inner, end) {
         return None;
     }
+    #[cfg(feature = "checks")]
+    if !crate::checks::commit(node, start, end) {
+        return None;
+    }
     match crate::topology::bind_mode() {
         os::NumaBindMode::Off => {}
         mode => {
@@ -259,6 +272,7 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
         }
     }
     inner.bump = end;
+    NODE_ARENAS[node.index()].bump.store(end, Ordering::Release);
     // Hand the alignment gap to the free lists as aligned runs.
     let mut gap = start;
     while gap < aligned {
@@ -309,6 +323,11 @@ pub(crate) unsafe fn unlock_all_after_fork() {
         // SAFETY: duty 1: this thread holds every arena lock.
         unsafe { arena.inner.raw().unlock() };
     }
+}
+
+/// Chunks below `node`'s bump pointer (every chunk that ever held a slab).
+pub fn bump_chunks(node: NodeId) -> u32 {
+    NODE_ARENAS[node.index()].bump.load(Ordering::Acquire)
 }
 
 /// Chunks carved from `node`'s region so far, and chunks sitting in free runs.

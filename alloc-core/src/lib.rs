@@ -78,6 +78,9 @@ pub mod thread_cache;
 
 pub mod stats;
 
+#[cfg(feature = "checks")]
+pub mod checks;
+
 pub use cache::{set_sheaf_capacity, CapacityOutOfRange};
 pub use node::NodeId;
 pub use size_class::SizeClass;

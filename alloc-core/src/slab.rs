@@ -313,6 +313,8 @@ impl SlabList {
         self.counts.free_objects -= u64::from(capacity);
         self.counts.bytes_returned += bytes as u64;
         self.counts.slabs_returned += 1;
+        #[cfg(feature = "checks")]
+        crate::checks::untag_run(node, slab, class);
         arena::give_run(node, slab, slab_order(class));
         true
     }
@@ -335,6 +337,8 @@ impl SlabList {
         self.counts.slabs += 1;
         self.counts.free_objects += u64::from(meta.capacity);
         self.push_partial(node, slab);
+        #[cfg(feature = "checks")]
+        crate::checks::tag_run(node, slab, Some(class));
         Some(slab)
     }
 

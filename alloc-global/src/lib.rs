@@ -81,6 +81,8 @@ unsafe impl GlobalAlloc for SheafAlloc {
         // No atomic RMW, no lock, no call.
         if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
             if let Ok(Some(object)) = THREAD_CACHE.try_with(|cache| cache.pop(class)) {
+                #[cfg(feature = "checks")]
+                sheafalloc_core::checks::on_alloc(object, class);
                 return object;
             }
         }
@@ -92,6 +94,8 @@ unsafe impl GlobalAlloc for SheafAlloc {
         // HOT PATH: the class comes from the layout (no memory read); push
         // onto the main sheaf if the object is local and the sheaf has room.
         if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
+            #[cfg(feature = "checks")]
+            sheafalloc_core::checks::on_free(ptr, class);
             if let Ok(true) = THREAD_CACHE.try_with(|cache| cache.push(class, ptr)) {
                 return;
             }
@@ -157,12 +161,16 @@ unsafe impl GlobalAlloc for SheafAlloc {
 #[inline(never)]
 fn alloc_slow(layout: Layout) -> *mut u8 {
     match SizeClass::for_layout(layout.size(), layout.align()) {
-        Some(class) => match THREAD_CACHE
-            .try_with(|cache| cache.pop(class).unwrap_or_else(|| cache.alloc_slow(class)))
-        {
-            Ok(object) => object,
-            Err(_) => uncached_alloc(NodeId::ZERO, class),
-        },
+        Some(class) => {
+            let object = THREAD_CACHE
+                .try_with(|cache| cache.pop(class).unwrap_or_else(|| cache.alloc_slow(class)))
+                .unwrap_or_else(|_| uncached_alloc(NodeId::ZERO, class));
+            #[cfg(feature = "checks")]
+            if !object.is_null() {
+                sheafalloc_core::checks::on_alloc(object, class);
+            }
+            object
+        }
         None => large::alloc(layout.size(), layout.align()),
     }
 }
@@ -176,6 +184,11 @@ fn alloc_slow(layout: Layout) -> *mut u8 {
 unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
     match SizeClass::for_layout(layout.size(), layout.align()) {
         Some(class) => {
+            // Layouts the fast path covers were checked there already.
+            #[cfg(feature = "checks")]
+            if SizeClass::for_small_layout(layout.size(), layout.align()).is_none() {
+                sheafalloc_core::checks::on_free(ptr, class);
+            }
             let done = THREAD_CACHE.try_with(|cache| {
                 if !cache.push(class, ptr) {
                     // SAFETY: duty 1: `ptr` is a free object of `class`.
@@ -187,8 +200,12 @@ unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
                 unsafe { uncached_free(class, ptr) }
             }
         }
-        // SAFETY: duty 1: a direct mapping of `layout.size()` bytes.
-        None => unsafe { large::dealloc(ptr, layout.size()) },
+        None => {
+            #[cfg(feature = "checks")]
+            sheafalloc_core::checks::on_free_large(ptr, layout.size());
+            // SAFETY: duty 1: a direct mapping of `layout.size()` bytes.
+            unsafe { large::dealloc(ptr, layout.size()) }
+        }
     }
 }
 

@@ -1,0 +1,181 @@
+//! Misuse detection (feature `checks`, off by default).
+//!
+//! With the feature on, the engine keeps, per node, a bitmap with one bit
+//! per 8-byte granule of the arena (set while an object starting there is
+//! handed out) and a class tag per 64 KiB chunk (which class's slab owns
+//! it). Every allocation sets its bit; every free checks, before the object
+//! is cached anywhere, that
+//!
+//! * the pointer lies in the arena (else: "free of a pointer sheafalloc
+//!   never handed out");
+//! * its chunk belongs to a slab of the class the layout names (else:
+//!   "dealloc with the layout of another cache");
+//! * it is the start of a slot (else: "free of an interior pointer");
+//! * its bit is set (else: "double free").
+//!
+//! and clears the bit. A failed check writes one line naming the pointer
+//! and the cache to stderr, without allocating, and aborts. The cost is two
+//! atomic operations and a few loads per allocation and free; leave it off
+//! in production, turn it on to hunt memory bugs. Directly mapped objects
+//! (above 256 KiB) are checked only for not lying in the arena.
+
+use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use crate::arena::{self, CHUNK_SHIFT};
+use crate::node::{NodeId, MAX_NODES};
+use crate::os;
+use crate::size_class::SizeClass;
+use crate::slab::slab_order;
+
+static BITMAPS: [AtomicUsize; MAX_NODES] = [const { AtomicUsize::new(0) }; MAX_NODES];
+static TAGS: [AtomicUsize; MAX_NODES] = [const { AtomicUsize::new(0) }; MAX_NODES];
+
+/// Reserves the bitmap and tag table of a node (at arena initialisation).
+pub(crate) fn reserve(node: usize, span: usize) -> bool {
+    let Some(bitmap) = os::reserve(span / 64, os::page_size()) else {
+        return false;
+    };
+    let Some(tags) = os::reserve(span >> CHUNK_SHIFT, os::page_size()) else {
+        return false;
+    };
+    BITMAPS[node].store(bitmap.as_ptr() as usize, Ordering::Relaxed);
+    TAGS[node].store(tags.as_ptr() as usize, Ordering::Relaxed);
+    true
+}
+
+/// Commits the bitmap and tags covering chunks `[start, end)` of `node`.
+pub(crate) fn commit(node: NodeId, start: u32, end: u32) -> bool {
+    let page = os::page_size();
+    let commit_range = |base: usize, from: usize, to: usize| {
+        let from = from & !(page - 1);
+        let to = to.div_ceil(page) * page;
+        core::ptr::NonNull::new((base + from) as *mut u8).is_some_and(|p| os::commit(p, to - from))
+    };
+    let chunk_bits_bytes = (1usize << CHUNK_SHIFT) / 64;
+    let bitmap = BITMAPS[node.index()].load(Ordering::Relaxed);
+    let tags = TAGS[node.index()].load(Ordering::Relaxed);
+    commit_range(
+        bitmap,
+        start as usize * chunk_bits_bytes,
+        end as usize * chunk_bits_bytes,
+    ) && commit_range(tags, start as usize, end as usize)
+}
+
+fn tag(node: NodeId, chunk: u32) -> &'static AtomicU8 {
+    let tags = TAGS[node.index()].load(Ordering::Relaxed) as *const AtomicU8;
+    // SAFETY: the tag table covers every chunk of the node's region and is
+    // committed for every chunk below the bump pointer (`commit`), which any
+    // chunk holding a slab is; AtomicU8 has the layout of u8.
+    unsafe { &*tags.add(chunk as usize) }
+}
+
+/// Marks the chunks of a new slab as owned by `class` (or 0 = no class).
+pub(crate) fn tag_run(node: NodeId, first_chunk: u32, class: Option<SizeClass>) {
+    let value = class.map_or(0, |c| c.index() as u8 + 1);
+    let chunks = class.map_or(1, |c| 1u32 << slab_order(c));
+    for chunk in first_chunk..first_chunk + chunks {
+        tag(node, chunk).store(value, Ordering::Release);
+    }
+}
+
+/// Clears the tags of a slab of `class` that goes back to the arena.
+pub(crate) fn untag_run(node: NodeId, first_chunk: u32, class: SizeClass) {
+    for chunk in first_chunk..first_chunk + (1u32 << slab_order(class)) {
+        tag(node, chunk).store(0, Ordering::Release);
+    }
+}
+
+fn bit(node: NodeId, ptr: usize) -> (&'static AtomicU64, u64) {
+    let granule = (ptr - arena::node_base(node)) >> 3;
+    let words = BITMAPS[node.index()].load(Ordering::Relaxed) as *const AtomicU64;
+    // SAFETY: the bitmap covers the node's region (one bit per 8 bytes) and
+    // is committed for every chunk that holds a slab.
+    (unsafe { &*words.add(granule / 64) }, 1u64 << (granule % 64))
+}
+
+/// Records that `ptr` (an object of `class` just handed out) is live.
+pub fn on_alloc(ptr: *mut u8, class: SizeClass) {
+    let Some(node) = arena::home_node(ptr as usize) else {
+        fail(b"allocation outside the arena", ptr, class);
+    };
+    let (word, mask) = bit(node, ptr as usize);
+    if word.fetch_or(mask, Ordering::AcqRel) & mask != 0 {
+        fail(
+            b"internal error: a live object was handed out again",
+            ptr,
+            class,
+        );
+    }
+}
+
+/// Checks a free of `ptr` with a layout of `class` (see the module doc) and
+/// records it; aborts on misuse.
+pub fn on_free(ptr: *mut u8, class: SizeClass) {
+    let Some(node) = arena::home_node(ptr as usize) else {
+        fail(b"free of a pointer sheafalloc never handed out", ptr, class);
+    };
+    let chunk = arena::chunk_index(node, ptr as usize);
+    if chunk >= arena::bump_chunks(node) {
+        fail(b"free of a pointer sheafalloc never handed out", ptr, class);
+    }
+    let owner = tag(node, chunk).load(Ordering::Acquire);
+    if owner == 0 {
+        fail(b"free of a pointer sheafalloc never handed out", ptr, class);
+    }
+    if usize::from(owner - 1) != class.index() {
+        fail(b"dealloc with the layout of another cache", ptr, class);
+    }
+    let slab_base = ptr as usize & !(crate::slab::slab_bytes(class) - 1);
+    if (ptr as usize - slab_base) % class.object_size() != 0 {
+        fail(b"free of an interior pointer", ptr, class);
+    }
+    let (word, mask) = bit(node, ptr as usize);
+    if word.fetch_and(!mask, Ordering::AcqRel) & mask == 0 {
+        fail(
+            b"double free (or free of an object never allocated)",
+            ptr,
+            class,
+        );
+    }
+}
+
+/// Checks that a pointer freed as a direct mapping is not an arena object.
+pub fn on_free_large(ptr: *mut u8, size: usize) {
+    if arena::home_node(ptr as usize).is_some() {
+        let class = SizeClass::for_layout(size.min(crate::size_class::MAX_CLASS_SIZE), 8)
+            .unwrap_or(SizeClass::from_index(0).unwrap_or_else(|| os::abort()));
+        fail(
+            b"dealloc of a slab object with the layout of a direct mapping",
+            ptr,
+            class,
+        );
+    }
+}
+
+/// Writes `sheafalloc: <what>: pointer 0x... (cache size-N)` and aborts.
+#[cold]
+fn fail(what: &[u8], ptr: *mut u8, class: SizeClass) -> ! {
+    let mut line = [0u8; 200];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        let n = bytes.len().min(line.len() - len);
+        line[len..len + n].copy_from_slice(&bytes[..n]);
+        len += n;
+    };
+    put(b"sheafalloc: ");
+    put(what);
+    put(b": pointer 0x");
+    let addr = ptr as usize;
+    let mut digits = [0u8; 16];
+    for (i, digit) in digits.iter_mut().enumerate() {
+        let nibble = (addr >> ((15 - i) * 4)) & 0xF;
+        *digit = b"0123456789abcdef"[nibble];
+    }
+    let first = digits.iter().position(|d| *d != b'0').unwrap_or(15);
+    put(&digits[first..]);
+    put(b" (cache ");
+    put(class.name().as_str().as_bytes());
+    put(b")\n");
+    os::write_stderr(&line[..len]);
+    os::abort()
+}
