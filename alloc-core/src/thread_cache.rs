@@ -202,7 +202,7 @@ impl ThreadCache {
     #[inline(never)]
     pub fn alloc_slow(&self, class: SizeClass) -> *mut u8 {
         if !self.ensure_active() {
-            return uncached_alloc(NodeId::ZERO, class);
+            return uncached_alloc(self.node.get(), class);
         }
         let _guard = SlowPathGuard::enter(self);
         self.follow_node();
