@@ -15,7 +15,10 @@ static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
 const BURST: usize = 64;
 
 fn main() {
-    let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(5);
+    let seconds: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     println!("sheafalloc demo: RX thread allocates packet buffers in bursts of {BURST}, TX thread frees them ({seconds} s)");
     let (tx, rx) = mpsc::sync_channel::<Vec<(Vec<u8>, Box<[u8; 256]>)>>(64);
     let deadline = Instant::now() + Duration::from_secs(seconds);
@@ -57,15 +60,28 @@ fn main() {
         bytes as f64 / seconds as f64 / 1e9
     );
 
-    println!("\n{:<12} {:>14} {:>14} {:>10} {:>10} {:>10} {:>8}", "cache", "allocations", "frees", "barn hit%", "refills", "flushes", "capacity");
+    println!(
+        "\n{:<12} {:>14} {:>14} {:>10} {:>10} {:>10} {:>8}",
+        "cache", "allocations", "frees", "barn hit%", "refills", "flushes", "capacity"
+    );
     let mut caches = sheafalloc::caches();
     caches.sort_by_key(|c| std::cmp::Reverse(c.allocations));
     for cache in caches.iter().take(6) {
         let gets = cache.barn_get_hits + cache.barn_get_misses;
-        let hit = if gets == 0 { 0.0 } else { 100.0 * cache.barn_get_hits as f64 / gets as f64 };
+        let hit = if gets == 0 {
+            0.0
+        } else {
+            100.0 * cache.barn_get_hits as f64 / gets as f64
+        };
         println!(
             "{:<12} {:>14} {:>14} {:>9.1}% {:>10} {:>10} {:>8}",
-            cache.name, cache.allocations, cache.frees, hit, cache.slab_refills, cache.slab_flushes, cache.sheaf_capacity
+            cache.name,
+            cache.allocations,
+            cache.frees,
+            hit,
+            cache.slab_refills,
+            cache.slab_flushes,
+            cache.sheaf_capacity
         );
     }
     let before = sheafalloc::resident_bytes().unwrap_or(0);

@@ -2,11 +2,12 @@
 # Installs the system packages the workspace needs, once, on a fresh Debian
 # machine: hwloc (topology), libudev and pkg-config (hwlocality's build),
 # Prometheus and promtool (the metrics checks), cmake (snmalloc's build in
-# the benchmarks), valgrind (instruction counts). Re-running is cheap: it
+# the benchmarks), valgrind (instruction counts), curl (the Prometheus
+# check). Re-running is cheap: it
 # only installs what is missing.
 set -euo pipefail
 
-packages=(libhwloc-dev libudev-dev pkg-config prometheus cmake valgrind)
+packages=(libhwloc-dev libudev-dev pkg-config prometheus cmake valgrind curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

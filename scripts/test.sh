@@ -23,7 +23,12 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== tests" >&2
 cargo test --workspace --all-features --no-fail-fast
 
-if [ -x scripts/check-prometheus.sh ]; then
+echo "== examples: the demo, end to end, briefly" >&2
+cargo build -q -p sheafalloc-examples --bins
+target/debug/demo 2 200
+target/debug/udp_echo 1
+
+if [ -f scripts/check-prometheus.sh ]; then
   echo "== prometheus" >&2
   bash scripts/check-prometheus.sh
 fi

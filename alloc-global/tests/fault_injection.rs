@@ -162,11 +162,9 @@ fn failed_return_to_os_keeps_data() {
         "slabs must be kept when the OS refuses them"
     );
     for &(object, generation) in &live {
-        // SAFETY: live objects.
-        assert!(
-            unsafe { common::check(object, layout.size(), generation) }.is_ok(),
-            "live data changed"
-        );
+        // SAFETY: live objects of `layout`.
+        let intact = unsafe { common::check(object, layout.size(), generation) };
+        assert!(intact.is_ok(), "live data changed");
     }
     // The kept empty slabs are still usable...
     let reused: Vec<*mut u8> = (0..100)

@@ -1,3 +1,133 @@
-//! The HTTP sidecar of sheafalloc (see the control-plane issue): serves
-//! per-cache statistics and live tuning. Not yet implemented.
+//! The HTTP sidecar of sheafalloc: per-cache statistics as JSON and as
+//! Prometheus metrics, live tuning of each cache's sheaf capacity, the NUMA
+//! topology, and a purge, served by axum on its own OS thread with a
+//! current-thread tokio runtime.
+//!
+//! # Layers
+//!
+//! This crate sits above `sheafalloc-core` and reads only its public
+//! statistics and tuning functions (`stats`, `set_sheaf_capacity`,
+//! `runtime::purge`, `node`); it never depends on `sheafalloc`. The
+//! `control` feature of `sheafalloc` calls [`spawn_from_env`] at process
+//! start when `SHEAFALLOC_CONTROL_ADDR` is set.
+//!
+//! The sidecar allocates like any Rust code (through whatever global
+//! allocator the process installs); it runs on its own thread, never inside
+//! the allocator.
+//!
+//! # Endpoints
+//!
+//! | method, path | does |
+//! |---|---|
+//! | `GET /v1/caches` | every cache with its counters, plus direct mappings and threads |
+//! | `GET /v1/caches/{name}` | one cache (`size-256`) |
+//! | `PUT /v1/caches/{name}/sheaf_capacity` | body `{"sheaf_capacity": N}`, `1..=256`; live |
+//! | `GET /v1/topology` | the allocator's nodes and the host's NUMA nodes with CPU sets |
+//! | `POST /v1/purge` | returns free memory to the OS now |
+//! | `GET /metrics` | Prometheus text, names prefixed `sheafalloc_` |
+//! | `GET /healthz` | liveness |
+//!
+//! Errors are JSON `{"error": "..."}` with the matching status (400, 401,
+//! 404, 405, 413, 422, 500).
+//!
+//! # Example
+//!
+//! The router is a plain `axum::Router`: call it without a socket.
+//!
+//! ```
+//! use axum::body::{to_bytes, Body};
+//! use axum::http::{Request, StatusCode};
+//! use sheafalloc_control::{router, AppState};
+//! use tower::ServiceExt; // for `oneshot`
+//!
+//! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! runtime.block_on(async {
+//!     let app = router(AppState::new(None));
+//!     let request = Request::get("/healthz").body(Body::empty()).unwrap();
+//!     let response = app.oneshot(request).await.unwrap();
+//!     assert_eq!(response.status(), StatusCode::OK);
+//!     let body = to_bytes(response.into_body(), 1024).await.unwrap();
+//!     assert_eq!(&body[..], br#"{"status":"ok"}"#);
+//! });
+//! ```
+//!
+//! To serve on a socket, [`spawn`] a [`Config`] and keep the handle:
+//!
+//! ```no_run
+//! let handle = sheafalloc_control::spawn(sheafalloc_control::Config::default())?;
+//! println!("control plane on {}", handle.url());
+//! # Ok::<(), sheafalloc_control::SpawnError>(())
+//! ```
 #![warn(missing_docs)]
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::routing::{get, post, put};
+use axum::{middleware, Router};
+use tower_http::catch_panic::CatchPanicLayer;
+
+mod auth;
+pub mod caches;
+pub mod config;
+pub mod error;
+pub mod health;
+mod limits;
+pub mod metrics;
+pub mod purge;
+pub mod server;
+pub mod state;
+pub mod topology;
+
+pub use config::{Config, ConfigError};
+pub use error::{ApiError, ErrorBody};
+pub use server::{spawn, spawn_from_env, spawn_router, ControlHandle, SpawnError};
+pub use state::AppState;
+
+/// Largest request body accepted, in bytes; larger ones get 413.
+pub const MAX_BODY_BYTES: usize = 4096;
+
+/// The API: every endpoint over `state`, with [`harden`] applied.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/v1/caches", get(caches::list))
+        .route("/v1/caches/{name}", get(caches::show))
+        .route(
+            "/v1/caches/{name}/sheaf_capacity",
+            put(caches::set_capacity),
+        )
+        .route("/v1/topology", get(topology::topology))
+        .route("/v1/purge", post(purge::purge))
+        .route("/metrics", get(metrics::metrics))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token_for_writes,
+        ))
+        .with_state(state);
+    harden(api)
+}
+
+/// Wraps any routes the way the API is wrapped: JSON 404 for unknown
+/// paths, every error response as `{"error": "..."}` (405s keep their
+/// `Allow` header), bodies above [`MAX_BODY_BYTES`] refused with 413, and a
+/// panic in a handler answered with a JSON 500 while the server goes on.
+pub fn harden(routes: Router) -> Router {
+    routes
+        .fallback(error::not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(limits::limit_body))
+        .layer(middleware::map_response(error::json_errors))
+        .layer(CatchPanicLayer::custom(error::panic_response))
+}
+
+/// Maps an axum extractor rejection (its status and text) to an
+/// [`ApiError`].
+pub(crate) fn rejection_to_error(status: StatusCode, text: String) -> ApiError {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        StatusCode::NOT_FOUND => ApiError::NotFound(text),
+        StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable(text),
+        status if status.is_server_error() => ApiError::Internal(text),
+        _ => ApiError::BadRequest(text),
+    }
+}

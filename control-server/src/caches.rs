@@ -1,0 +1,312 @@
+//! The caches resource: `GET /v1/caches`, `GET /v1/caches/{name}` and
+//! `PUT /v1/caches/{name}/sheaf_capacity`.
+//!
+//! Snapshots come from `sheafalloc_core::stats` (never allocating, taking
+//! the engine's locks briefly); the JSON is built afterwards. A capacity
+//! change is live: threads apply it at their next sheaf exchange, which the
+//! `sheaf_capacity_in_use_min/max` fields let a client watch.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::Path;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use sheafalloc_core::stats::{cache_stats, large_stats, CacheStats, LargeStats};
+use sheafalloc_core::{runtime, set_sheaf_capacity, CapacityOutOfRange, SizeClass};
+
+use crate::error::ApiError;
+
+/// One cache as the API shows it: the name and every field of
+/// `sheafalloc_core::CacheStats` (see its docs for each counter).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)] // Each field mirrors the documented `CacheStats` field.
+pub struct CacheView {
+    /// `size-<object size>`, e.g. `size-256`.
+    pub name: String,
+    pub object_size: u64,
+    pub sheaf_capacity: u32,
+    pub sheaf_capacity_in_use_min: u32,
+    pub sheaf_capacity_in_use_max: u32,
+    pub allocations: u64,
+    pub frees: u64,
+    pub live_objects: i64,
+    pub spare_swaps: u64,
+    pub barn_get_hits: u64,
+    pub barn_get_misses: u64,
+    pub barn_put_hits: u64,
+    pub barn_put_misses: u64,
+    pub slab_refills: u64,
+    pub refilled_objects: u64,
+    pub slab_flushes: u64,
+    pub flushed_objects: u64,
+    pub remote_frees: u64,
+    pub sheaf_resizes: u64,
+    pub alloc_failures: u64,
+    pub barn_full_sheaves: u64,
+    pub barn_empty_sheaves: u64,
+    pub barn_objects: u64,
+    pub thread_main_objects: u64,
+    pub slabs: u64,
+    pub empty_slabs: u64,
+    pub slab_free_objects: u64,
+    pub bytes_held: u64,
+    pub bytes_returned: u64,
+    pub return_failures: u64,
+}
+
+impl CacheView {
+    /// The view of one snapshot.
+    pub fn new(class: SizeClass, stats: &CacheStats) -> Self {
+        Self {
+            name: class.name().as_str().to_owned(),
+            object_size: stats.object_size,
+            sheaf_capacity: stats.sheaf_capacity,
+            sheaf_capacity_in_use_min: stats.sheaf_capacity_in_use_min,
+            sheaf_capacity_in_use_max: stats.sheaf_capacity_in_use_max,
+            allocations: stats.allocations,
+            frees: stats.frees,
+            live_objects: stats.live_objects,
+            spare_swaps: stats.spare_swaps,
+            barn_get_hits: stats.barn_get_hits,
+            barn_get_misses: stats.barn_get_misses,
+            barn_put_hits: stats.barn_put_hits,
+            barn_put_misses: stats.barn_put_misses,
+            slab_refills: stats.slab_refills,
+            refilled_objects: stats.refilled_objects,
+            slab_flushes: stats.slab_flushes,
+            flushed_objects: stats.flushed_objects,
+            remote_frees: stats.remote_frees,
+            sheaf_resizes: stats.sheaf_resizes,
+            alloc_failures: stats.alloc_failures,
+            barn_full_sheaves: stats.barn_full_sheaves,
+            barn_empty_sheaves: stats.barn_empty_sheaves,
+            barn_objects: stats.barn_objects,
+            thread_main_objects: stats.thread_main_objects,
+            slabs: stats.slabs,
+            empty_slabs: stats.empty_slabs,
+            slab_free_objects: stats.slab_free_objects,
+            bytes_held: stats.bytes_held,
+            bytes_returned: stats.bytes_returned,
+            return_failures: stats.return_failures,
+        }
+    }
+}
+
+/// Direct mappings (objects above the largest size class).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)] // Each field mirrors the documented `LargeStats` field.
+pub struct LargeView {
+    pub allocations: u64,
+    pub frees: u64,
+    pub live_objects: i64,
+    pub bytes_held: u64,
+    pub bytes_returned: u64,
+    pub alloc_failures: u64,
+    pub remaps: u64,
+}
+
+impl From<LargeStats> for LargeView {
+    fn from(stats: LargeStats) -> Self {
+        Self {
+            allocations: stats.allocations,
+            frees: stats.frees,
+            live_objects: stats.live_objects,
+            bytes_held: stats.bytes_held,
+            bytes_returned: stats.bytes_returned,
+            alloc_failures: stats.alloc_failures,
+            remaps: stats.remaps,
+        }
+    }
+}
+
+/// Threads with a thread cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadsView {
+    /// Alive now.
+    pub live: u64,
+    /// Ever registered.
+    pub ever: u64,
+}
+
+/// Body of `GET /v1/caches`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachesView {
+    /// Every cache, smallest object size first.
+    pub caches: Vec<CacheView>,
+    /// Direct mappings.
+    pub large: LargeView,
+    /// Threads.
+    pub threads: ThreadsView,
+}
+
+/// Body of `PUT /v1/caches/{name}/sheaf_capacity`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityRequest {
+    /// The new capacity, `1..=256`.
+    pub sheaf_capacity: serde_json::Number,
+}
+
+/// Answer to a capacity change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapacityChanged {
+    /// The cache.
+    pub name: String,
+    /// The capacity now set (threads apply it at their next exchange).
+    pub sheaf_capacity: u32,
+    /// The capacity before the change.
+    pub previous_sheaf_capacity: u32,
+}
+
+/// Snapshots every cache, smallest first.
+pub fn snapshot_all() -> Vec<(SizeClass, CacheStats)> {
+    SizeClass::all()
+        .map(|class| (class, cache_stats(class)))
+        .collect()
+}
+
+/// `GET /v1/caches`.
+pub(crate) async fn list() -> Json<CachesView> {
+    let caches = snapshot_all()
+        .iter()
+        .map(|(class, stats)| CacheView::new(*class, stats))
+        .collect();
+    let (live, ever) = runtime::thread_counts();
+    Json(CachesView {
+        caches,
+        large: large_stats().into(),
+        threads: ThreadsView { live, ever },
+    })
+}
+
+/// `GET /v1/caches/{name}`.
+pub(crate) async fn show(
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<CacheView>, ApiError> {
+    let class = class_named(name)?;
+    Ok(Json(CacheView::new(class, &cache_stats(class))))
+}
+
+/// `PUT /v1/caches/{name}/sheaf_capacity` with `{"sheaf_capacity": N}`.
+pub(crate) async fn set_capacity(
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CapacityChanged>, ApiError> {
+    let class = class_named(name)?;
+    let body = body.map_err(|rejection| {
+        crate::rejection_to_error(rejection.status(), rejection.body_text())
+    })?;
+    let request = parse_capacity_request(&body)?;
+    let capacity = capacity_value(&request.sheaf_capacity)?;
+    let previous = cache_stats(class).sheaf_capacity;
+    set_sheaf_capacity(class, capacity).map_err(|error| out_of_range(error.requested))?;
+    Ok(Json(CapacityChanged {
+        name: class.name().as_str().to_owned(),
+        sheaf_capacity: cache_stats(class).sheaf_capacity,
+        previous_sheaf_capacity: previous,
+    }))
+}
+
+/// Parses `{"sheaf_capacity": N}`: a JSON object with exactly that field
+/// (serde would also take `[N]` for a struct; that is refused here).
+fn parse_capacity_request(body: &[u8]) -> Result<CapacityRequest, ApiError> {
+    let malformed = |detail: String| {
+        ApiError::BadRequest(format!(
+            "expected a JSON body like {{\"sheaf_capacity\": 64}}: {detail}"
+        ))
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|error| malformed(error.to_string()))?;
+    if !value.is_object() {
+        return Err(malformed("the body is not a JSON object".to_owned()));
+    }
+    serde_json::from_value(value).map_err(|error| malformed(error.to_string()))
+}
+
+/// The class named by the path, or 404.
+fn class_named(name: Result<Path<String>, PathRejection>) -> Result<SizeClass, ApiError> {
+    let Path(name) = name.map_err(|rejection| {
+        crate::rejection_to_error(rejection.status(), rejection.body_text())
+    })?;
+    SizeClass::from_name(&name).ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "no cache named {name:?}; names look like \"size-256\" (see GET /v1/caches)"
+        ))
+    })
+}
+
+/// An integer capacity, or 422 for integers out of range, 400 for
+/// non-integers.
+fn capacity_value(number: &serde_json::Number) -> Result<u64, ApiError> {
+    if let Some(value) = number.as_u64() {
+        return Ok(value);
+    }
+    if number.as_i64().is_some() {
+        // Negative.
+        return Err(out_of_range_text(&number.to_string()));
+    }
+    match number.as_f64() {
+        Some(value) if value.is_finite() && value.fract() == 0.0 => {
+            Err(out_of_range_text(&number.to_string()))
+        }
+        _ => Err(ApiError::BadRequest(format!(
+            "sheaf_capacity must be an integer in {}..={}, got {number}",
+            CapacityOutOfRange::MIN,
+            CapacityOutOfRange::MAX
+        ))),
+    }
+}
+
+fn out_of_range(requested: u64) -> ApiError {
+    out_of_range_text(&requested.to_string())
+}
+
+fn out_of_range_text(requested: &str) -> ApiError {
+    ApiError::Unprocessable(format!(
+        "sheaf_capacity {requested} is outside the allowed range {}..={}",
+        CapacityOutOfRange::MIN,
+        CapacityOutOfRange::MAX
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn number(text: &str) -> serde_json::Number {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn capacities_are_classified() {
+        assert_eq!(capacity_value(&number("64")), Ok(64));
+        assert_eq!(capacity_value(&number("0")), Ok(0)); // range checked later
+        assert!(matches!(
+            capacity_value(&number("-1")),
+            Err(ApiError::Unprocessable(_))
+        ));
+        assert!(matches!(
+            capacity_value(&number("1e30")),
+            Err(ApiError::Unprocessable(_))
+        ));
+        assert!(matches!(
+            capacity_value(&number("1.5")),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn views_carry_the_name_and_counters() {
+        let class = SizeClass::from_name("size-256").unwrap();
+        let stats = CacheStats {
+            allocations: 7,
+            frees: 3,
+            live_objects: 4,
+            object_size: 256,
+            ..CacheStats::default()
+        };
+        let view = CacheView::new(class, &stats);
+        assert_eq!(view.name, "size-256");
+        assert_eq!((view.allocations, view.frees, view.live_objects), (7, 3, 4));
+    }
+}

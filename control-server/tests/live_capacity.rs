@@ -1,0 +1,160 @@
+//! A capacity change over HTTP reaches the sheaves of threads that are
+//! allocating right now: worker threads churn objects of one class while
+//! the test PUTs a new capacity and polls GET until every live thread's
+//! main sheaf has it.
+//!
+//! This file is its own process, and its workers are the only threads that
+//! use the 5632-byte class: the sidecar's, the test harness's and the HTTP
+//! client's buffers never land there (measured; the test checks that no
+//! thread holds a sheaf of the class before the workers start), so
+//! `in_use_min/max` describe exactly the workers' sheaves.
+
+mod common;
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{client, get, put, sidecar};
+
+#[global_allocator]
+static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+
+const CACHE: &str = "size-5632";
+const OBJECT_BYTES: usize = 5500;
+/// More objects than any capacity (`..=256`): every batch passes through
+/// the slow paths, where threads apply the cache's capacity.
+const BATCH: usize = 300;
+/// Longest a worker runs, whatever happens to the test thread.
+const WORKER_DEADLINE: Duration = Duration::from_secs(60);
+/// Longest the test waits for a capacity to reach every worker.
+const POLL_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Stops the workers when dropped (also when an assertion fails).
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+fn churn(stop: &AtomicBool) -> u64 {
+    let layout = Layout::from_size_align(OBJECT_BYTES, 8).unwrap();
+    let started = Instant::now();
+    let mut objects = Vec::with_capacity(BATCH);
+    let mut batches = 0;
+    while !stop.load(Ordering::Relaxed) && started.elapsed() < WORKER_DEADLINE {
+        for i in 0..BATCH {
+            // SAFETY: `layout` has a non-zero size.
+            let object = unsafe { alloc(layout) };
+            assert!(!object.is_null());
+            // SAFETY: the object has `OBJECT_BYTES` bytes.
+            unsafe { object.write(i as u8) };
+            objects.push(object);
+        }
+        for object in objects.drain(..) {
+            // SAFETY: allocated above with `layout`, freed once.
+            unsafe { dealloc(object, layout) };
+        }
+        batches += 1;
+    }
+    batches
+}
+
+/// Polls the cache until `done` holds for it; returns the last view.
+fn poll_until(
+    agent: &ureq::Agent,
+    url: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + POLL_DEADLINE;
+    loop {
+        let reply = get(agent, url);
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let json = reply.json();
+        if done(&json) {
+            return json;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} not reached within {POLL_DEADLINE:?}; last view: {json}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+fn in_use(json: &serde_json::Value) -> (u64, u64) {
+    (
+        json["sheaf_capacity_in_use_min"].as_u64().unwrap(),
+        json["sheaf_capacity_in_use_max"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn capacity_in_use_follows_a_put_under_a_live_workload() {
+    let handle = sidecar(None);
+    let agent = client();
+    let cache_url = format!("{}/v1/caches/{CACHE}", handle.url());
+    let capacity_url = format!("{cache_url}/sheaf_capacity");
+    let initial = get(&agent, &cache_url).json();
+    let default_capacity = initial["sheaf_capacity"].as_u64().unwrap();
+    assert_eq!(in_use(&initial), (0, 0), "no thread uses {CACHE} yet");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop_on_drop = StopOnDrop(Arc::clone(&stop));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || churn(&stop))
+        })
+        .collect();
+
+    // Both workers hold a main sheaf at the default capacity.
+    poll_until(&agent, &cache_url, "workers running", |json| {
+        in_use(json) == (default_capacity, default_capacity)
+            && json["allocations"].as_u64().unwrap() >= 2 * BATCH as u64
+    });
+
+    for target in [9u64, 2, 200] {
+        assert_ne!(target, default_capacity);
+        let before = get(&agent, &cache_url).json();
+        let reply = put(
+            &agent,
+            &capacity_url,
+            &format!(r#"{{"sheaf_capacity": {target}}}"#),
+            None,
+        );
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(reply.json()["sheaf_capacity"], target);
+        let after = poll_until(
+            &agent,
+            &cache_url,
+            &format!("capacity {target} in every worker"),
+            |json| in_use(json) == (target, target),
+        );
+        assert_eq!(after["sheaf_capacity"], target);
+        assert!(
+            after["sheaf_resizes"].as_u64() > before["sheaf_resizes"].as_u64(),
+            "the workers resized their sheaves: {before} -> {after}"
+        );
+        assert!(
+            after["allocations"].as_u64() > before["allocations"].as_u64(),
+            "the workload kept running"
+        );
+    }
+
+    stop.store(true, Ordering::Relaxed);
+    let batches: u64 = workers
+        .into_iter()
+        .map(|worker| worker.join().unwrap())
+        .sum();
+    assert!(batches > 0);
+    // Exited threads hold no sheaves.
+    let done = get(&agent, &cache_url).json();
+    assert_eq!(in_use(&done), (0, 0), "{done}");
+    let restore = format!(r#"{{"sheaf_capacity": {default_capacity}}}"#);
+    assert_eq!(put(&agent, &capacity_url, &restore, None).status, 200);
+}
