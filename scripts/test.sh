@@ -23,6 +23,9 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== tests" >&2
 cargo test --workspace --all-features --no-fail-fast
 
+echo "== loom models" >&2
+bash scripts/loom.sh
+
 echo "== examples: the demo, end to end, briefly" >&2
 cargo build -q -p sheafalloc-examples --bins
 target/debug/demo 2 200

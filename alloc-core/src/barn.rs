@@ -66,6 +66,8 @@ impl Barn {
     /// 1. The caller owns `sheaf`, which has `len > 0` and this barn's node
     ///    and class, and hands over ownership on `Ok`.
     pub unsafe fn put_full(&mut self, sheaf: NonNull<Sheaf>) -> Result<(), NonNull<Sheaf>> {
+        // SAFETY: duty 1: the caller owns the sheaf.
+        crate::invariant!(unsafe { sheaf.as_ref() }.len > 0, "empty sheaf offered as full");
         if self.full_count >= BARN_FULL_MAX {
             return Err(sheaf);
         }

@@ -291,8 +291,11 @@ impl ThreadCache {
             // SAFETY: duty 1.
             return unsafe { uncached_free(class, object) };
         };
-        // `main` is full (or has capacity 0 only if no sheaf is installed,
-        // which `main_sheaf` ruled out).
+        // A main sheaf created just now (none was installed, e.g. after the
+        // pool ran dry below) has room; only a full one goes further.
+        if self.push(class, object) {
+            return;
+        }
         let spare = self.cold(class).spare.get();
         // SAFETY: the spare is owned by this thread.
         if spare.is_null() || unsafe { (*spare).len } == 0 {
