@@ -67,10 +67,8 @@ impl Barn {
     ///    and class, and hands over ownership on `Ok`.
     pub unsafe fn put_full(&mut self, sheaf: NonNull<Sheaf>) -> Result<(), NonNull<Sheaf>> {
         // SAFETY: duty 1: the caller owns the sheaf.
-        crate::invariant!(
-            unsafe { sheaf.as_ref() }.len > 0,
-            "empty sheaf offered as full"
-        );
+        let len = unsafe { sheaf.as_ref() }.len;
+        crate::invariant!(len > 0, "empty sheaf offered as full");
         if self.full_count >= BARN_FULL_MAX {
             return Err(sheaf);
         }

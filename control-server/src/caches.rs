@@ -207,20 +207,24 @@ pub(crate) async fn set_capacity(
     }))
 }
 
-/// Parses `{"sheaf_capacity": N}`: a JSON object with exactly that field
-/// (serde would also take `[N]` for a struct; that is refused here).
+/// Parses `{"sheaf_capacity": N}`: a JSON object with exactly that field,
+/// once. Serde would also take `[N]` for a struct, which is refused here;
+/// parsing straight into the struct (not through a `Value`, whose map keeps
+/// the last of duplicate keys) refuses a repeated field. The nesting depth
+/// is bounded by serde_json's recursion limit (128).
 fn parse_capacity_request(body: &[u8]) -> Result<CapacityRequest, ApiError> {
     let malformed = |detail: String| {
         ApiError::BadRequest(format!(
             "expected a JSON body like {{\"sheaf_capacity\": 64}}: {detail}"
         ))
     };
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|error| malformed(error.to_string()))?;
-    if !value.is_object() {
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        // Still report a syntax error as such.
+        serde_json::from_slice::<serde::de::IgnoredAny>(body)
+            .map_err(|error| malformed(error.to_string()))?;
         return Err(malformed("the body is not a JSON object".to_owned()));
     }
-    serde_json::from_value(value).map_err(|error| malformed(error.to_string()))
+    serde_json::from_slice(body).map_err(|error| malformed(error.to_string()))
 }
 
 /// The class named by the path, or 404.
@@ -275,6 +279,30 @@ mod tests {
 
     fn number(text: &str) -> serde_json::Number {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn capacity_bodies_must_be_one_object_with_one_field() {
+        let parse = |body: &str| parse_capacity_request(body.as_bytes());
+        assert_eq!(
+            parse(r#" {"sheaf_capacity": 64} "#).map(|request| request.sheaf_capacity),
+            Ok(number("64"))
+        );
+        for bad in [
+            "[64]",
+            "64",
+            "",
+            r#"{"sheaf_capacity": 64, "sheaf_capacity": 65}"#,
+            r#"{"sheaf_capacity": 64, "x": 1}"#,
+            r#"{"sheaf_capacity": 64} {}"#,
+            &"[".repeat(4000),
+            &"{\"a\":".repeat(800),
+        ] {
+            assert!(
+                matches!(parse(bad), Err(ApiError::BadRequest(_))),
+                "{bad:.40} was accepted"
+            );
+        }
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Where the sidecar listens and which token guards writes: [`Config`],
 //! read from code or from the environment (`SHEAFALLOC_CONTROL_ADDR`,
-//! `SHEAFALLOC_CONTROL_TOKEN`), and the one safety rule checked before
-//! anything binds: a non-loopback address needs a token.
+//! `SHEAFALLOC_CONTROL_TOKEN`), the one safety rule checked before
+//! anything binds (a non-loopback address needs a token), and the
+//! [`Limits`] that bound what any client can make the sidecar hold.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
 /// Environment variable naming the address to listen on; when set, the
 /// `control` feature of `sheafalloc` starts the sidecar at process start.
@@ -21,6 +23,67 @@ pub struct Config {
     /// Bearer token for writes (`PUT`, `POST`). `None`: writes are open,
     /// which [`Config::check`] allows only on a loopback address.
     pub token: Option<String>,
+    /// Bounds on connections, time and header sizes.
+    pub limits: Limits,
+}
+
+/// What a client can make the sidecar hold, and for how long. Every
+/// connection costs at most a read buffer of about
+/// [`max_header_bytes`](Self::max_header_bytes) (at least 8 KiB), a body of
+/// at most [`crate::MAX_BODY_BYTES`] and one response; there are at most
+/// [`max_connections`](Self::max_connections) of them, and none lives
+/// longer than a timeout while the client sends nothing useful or stops
+/// reading.
+///
+/// ```
+/// use std::time::Duration;
+/// let mut limits = sheafalloc_control::config::Limits::default();
+/// limits.header_read_timeout = Duration::from_secs(2);
+/// let config =
+///     sheafalloc_control::Config::new("127.0.0.1:0".parse().unwrap()).with_limits(limits);
+/// assert_eq!(config.limits.max_connections, 256);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Connections served at once. A connection accepted beyond this gets
+    /// a fixed `503` with `Connection: close` (written without waiting)
+    /// and is closed. Default 256.
+    pub max_connections: usize,
+    /// Longest time to receive a complete request head (request line and
+    /// headers), counted from the connection's start or from the end of the
+    /// previous response: it closes idle connections, idle keep-alive
+    /// connections and clients that send the head slowly. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// Longest time from a complete head to the response: reading the body
+    /// and running the handler. Past it the answer is 408 and the
+    /// connection closes. Default 10 s.
+    pub request_timeout: Duration,
+    /// Longest time a response write may stay blocked because the client
+    /// does not read; the connection is then closed. Default 10 s.
+    pub write_timeout: Duration,
+    /// Largest request head (request line and headers) in bytes; a larger
+    /// head, a long path included, gets 431 and the connection closes.
+    /// Default 8 KiB. A connection's read buffer is this, but at least
+    /// 8 KiB.
+    pub max_header_bytes: usize,
+}
+
+impl Limits {
+    /// Headers accepted in one request (fixed; more get 431).
+    pub const MAX_HEADERS: usize = 100;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 256,
+            header_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+            max_header_bytes: 8 * 1024,
+        }
+    }
 }
 
 impl core::fmt::Debug for Config {
@@ -28,6 +91,7 @@ impl core::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("addr", &self.addr)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -76,9 +140,19 @@ impl core::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
-    /// Listen on `addr`, no token.
+    /// Listen on `addr`, no token, default [`Limits`].
     pub fn new(addr: SocketAddr) -> Self {
-        Self { addr, token: None }
+        Self {
+            addr,
+            token: None,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Uses `limits` instead of the defaults.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Requires `Authorization: Bearer <token>` on writes. An empty token
@@ -177,6 +251,17 @@ mod tests {
         assert!(open.with_token("").check().is_err());
         let mapped = Config::new("[::ffff:127.0.0.1]:0".parse().unwrap());
         assert!(mapped.check().is_ok());
+    }
+
+    #[test]
+    fn default_limits_are_the_documented_ones() {
+        let limits = Config::default().limits;
+        assert_eq!(limits.max_connections, 256);
+        assert_eq!(limits.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(limits.request_timeout, Duration::from_secs(10));
+        assert_eq!(limits.write_timeout, Duration::from_secs(10));
+        assert_eq!(limits.max_header_bytes, 8192);
+        assert_eq!(Limits::MAX_HEADERS, 100);
     }
 
     #[test]

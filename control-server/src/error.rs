@@ -31,6 +31,9 @@ pub enum ApiError {
     NotFound(String),
     /// 405: the route exists but not with this method.
     MethodNotAllowed,
+    /// 408: the body did not arrive, or the handler did not finish, within
+    /// the request timeout ([`crate::config::Limits::request_timeout`]).
+    RequestTimeout,
     /// 413: the body is larger than [`crate::MAX_BODY_BYTES`].
     PayloadTooLarge,
     /// 422: well-formed but outside what is allowed (a capacity out of range).
@@ -47,6 +50,7 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -64,6 +68,10 @@ impl ApiError {
                  with the token of SHEAFALLOC_CONTROL_TOKEN"
                 .to_owned(),
             Self::MethodNotAllowed => "method not allowed on this path".to_owned(),
+            Self::RequestTimeout => {
+                "the request was not complete, or not answered, within the request timeout"
+                    .to_owned()
+            }
             Self::PayloadTooLarge => {
                 format!("request body larger than {} bytes", crate::MAX_BODY_BYTES)
             }

@@ -28,7 +28,14 @@
 //! | `GET /healthz` | liveness |
 //!
 //! Errors are JSON `{"error": "..."}` with the matching status (400, 401,
-//! 404, 405, 413, 422, 500).
+//! 404, 405, 408, 413, 422, 500).
+//!
+//! # Limits
+//!
+//! What a client can make the sidecar hold is bounded: connections at once,
+//! the request head's size, the body (4 KiB), and the time a connection may
+//! spend idle, sending its head, sending its body or not reading the
+//! answer. See [`Limits`] for the values and [`Config::with_limits`].
 //!
 //! # Example
 //!
@@ -69,6 +76,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 mod auth;
 pub mod caches;
 pub mod config;
+mod conn;
 pub mod error;
 pub mod health;
 mod limits;
@@ -78,7 +86,7 @@ pub mod server;
 pub mod state;
 pub mod topology;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, Limits};
 pub use error::{ApiError, ErrorBody};
 pub use server::{spawn, spawn_from_env, spawn_router, ControlHandle, SpawnError};
 pub use state::AppState;
