@@ -75,7 +75,7 @@ fn main() -> std::io::Result<()> {
         "{:>9} {:>12} {:>14} {:>14} {:>12}",
         "capacity", "M allocs/s", "barn misses/s", "refills/s", "in use"
     );
-    for capacity in [26u32, 2, 128, 26] {
+    for capacity in [64u32, 2, 200, 64] {
         let (status, body) = http(
             addr,
             "PUT",

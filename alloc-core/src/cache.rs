@@ -22,17 +22,22 @@ use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::slab::{SlabList, EMPTY_DECAY_MS};
 use crate::sync::Mutex;
 
-/// Default sheaf capacity for a class, by object size. The kernel's 7.0
-/// defaults for the kmalloc caches (60 / 26 / 12 / 4 objects for under
-/// 256 B, from 256 B, from 1 KiB, from 4 KiB), plus 2 for the span classes
-/// above 32 KiB, whose objects are large enough that caching more per thread costs
-/// more memory than it saves time.
+/// Default sheaf capacity for a class, by object size: 64 / 64 / 32 / 8 / 2
+/// objects for under 256 B / under 1 KiB / under 4 KiB / up to 32 KiB /
+/// above.
+///
+/// The kernel 7.0 kmalloc defaults (60 / 26 / 12 / 4) were the start; ours
+/// are larger below 4 KiB so that a burst of 64 objects (a NAPI budget)
+/// fits in a thread's main and spare sheaves and never visits the shared
+/// barn in steady state. Measured: two threads churning bursts of 64 × 256 B
+/// ran ~2x faster at 64 than at 26 (the barn lock bounced between cores).
+/// Kernel sheaves are per CPU; ours are per thread, so the memory they can
+/// hold (two sheaves per class used) is bounded per thread, not per CPU.
 pub fn default_sheaf_capacity(class: SizeClass) -> u32 {
     match class.object_size() {
-        0..=255 => 60,
-        256..=1023 => 26,
-        1024..=4095 => 12,
-        4096..=32768 => 4,
+        0..=1023 => 64,
+        1024..=4095 => 32,
+        4096..=32768 => 8,
         _ => 2,
     }
 }
