@@ -379,7 +379,7 @@ impl ThreadCache {
                     self.dispose(class, sheaf);
                 }
             }
-            self.send_remote(class);
+            self.release_remote(class);
         }
     }
 
@@ -416,12 +416,12 @@ impl ThreadCache {
         slot.frees
             .store(slot.frees.load(Relaxed).wrapping_add(1), Relaxed);
         let cold = self.cold(class);
-        let mut batch = cold.remote.get();
         // SAFETY: the batch is owned by this thread.
-        if !batch.is_null() && unsafe { (*batch).node } != home {
+        if !cold.remote.get().is_null() && unsafe { (*cold.remote.get()).node } != home {
+            // Objects for another node are waiting: send them first.
             self.send_remote(class);
-            batch = ptr::null_mut();
         }
+        let mut batch = cold.remote.get();
         if batch.is_null() {
             match SHEAF_POOL.take(class, home, cache(class).sheaf_capacity(class)) {
                 Some(sheaf) => {
@@ -437,9 +437,13 @@ impl ThreadCache {
                 }
             }
         }
-        // SAFETY: owned by this thread; it has room (full batches are sent
-        // at once below).
-        let pushed = unsafe { (*batch).push(object) };
+        // SAFETY: owned by this thread and empty if its node differed (it
+        // was sent above), so it may be retargeted; it has room (full
+        // batches are sent at once below).
+        let pushed = unsafe {
+            (*batch).node = home;
+            (*batch).push(object)
+        };
         crate::invariant!(pushed, "remote batch overflow");
         // SAFETY: as above.
         if unsafe { (*batch).len >= (*batch).capacity } {
@@ -448,32 +452,53 @@ impl ThreadCache {
     }
 
     /// Hands the remote batch of `class` to its home node: a full batch
-    /// becomes a full sheaf in the home barn if it has room (no object
-    /// memory is touched); otherwise the objects go to the home slabs.
+    /// becomes a full sheaf in the home barn if it has room, traded under
+    /// the same lock for one of the barn's empty sheaves, which becomes the
+    /// next batch (no object memory touched, no trip to the pool); otherwise
+    /// the objects go to the home slabs and the emptied sheaf stays as the
+    /// next batch. The slot keeps an empty batch (or none).
     fn send_remote(&self, class: SizeClass) {
-        let Some(batch) = NonNull::new(self.cold(class).remote.replace(ptr::null_mut())) else {
+        let cold = self.cold(class);
+        let Some(batch) = NonNull::new(cold.remote.get()) else {
             return;
         };
-        // SAFETY: the batch was owned by this thread's slot.
+        // SAFETY: the batch is owned by this thread's slot.
         let sheaf = unsafe { &mut *batch.as_ptr() };
         let home = sheaf.node;
         let count = sheaf.len;
-        if count > 0 {
-            self.count_remote(class, home, count);
-            if sheaf.len == sheaf.capacity {
-                let mut barn = node_class(home, class).barn.lock();
-                // SAFETY: owned, non-empty, objects of `class` whose home is
-                // `home` (the barn's node and class).
-                if unsafe { barn.put_full(batch) }.is_ok() {
-                    return;
-                }
-            }
-            // SAFETY: the objects are free objects of `class` at home `home`.
-            unsafe { cache::flush_to_slabs(home, class, sheaf.held()) };
-            sheaf.len = 0;
+        if count == 0 {
+            return;
         }
-        // SAFETY: owned and empty.
-        unsafe { SHEAF_POOL.give(batch) };
+        self.count_remote(class, home, count);
+        if sheaf.len == sheaf.capacity {
+            let mut barn = node_class(home, class).barn.lock();
+            // SAFETY: owned, non-empty, objects of `class` whose home is
+            // `home` (the barn's node and class).
+            if unsafe { barn.put_full(batch) }.is_ok() {
+                let next = barn.take_empty();
+                drop(barn);
+                let next = next.map_or(ptr::null_mut(), |empty| {
+                    // SAFETY: the barn handed the empty sheaf to us.
+                    unsafe { (*empty.as_ptr()).capacity = cache(class).sheaf_capacity(class) };
+                    empty.as_ptr()
+                });
+                cold.remote.set(next);
+                return;
+            }
+        }
+        // SAFETY: the objects are free objects of `class` at home `home`.
+        unsafe { cache::flush_to_slabs(home, class, sheaf.held()) };
+        sheaf.len = 0;
+        sheaf.capacity = cache(class).sheaf_capacity(class);
+    }
+
+    /// Sends the remote batch and gives its (empty) sheaf back to the pool.
+    fn release_remote(&self, class: SizeClass) {
+        self.send_remote(class);
+        if let Some(empty) = NonNull::new(self.cold(class).remote.replace(ptr::null_mut())) {
+            // SAFETY: owned and empty after `send_remote`.
+            unsafe { SHEAF_POOL.give(empty) };
+        }
     }
 
     fn count_remote(&self, class: SizeClass, home: NodeId, count: u32) {

@@ -742,10 +742,10 @@ impl RemoteFreer {
     }
 
     fn send(&mut self) {
-        let Some((mut batch, home)) = self.batch.take() else {
+        let Some((mut batch, home_index)) = self.batch.take() else {
             return;
         };
-        let home = &self.homes[home];
+        let home = &self.homes[home_index];
         let count = batch.sheaf().len;
         if count > 0 {
             home.handed_over.fetch_add(u64::from(count), Relaxed);
@@ -754,10 +754,20 @@ impl RemoteFreer {
                 // SAFETY: owned, non-empty, objects of the barn's node and
                 // class.
                 let refused = unsafe { barn.put_full(batch.into_barn()) };
+                // As `send_remote` does: under the same lock, trade the
+                // batch for one of the barn's empty sheaves.
+                let next = if refused.is_ok() { barn.take_empty() } else { None };
                 checked(&barn);
                 drop(barn);
                 match refused {
-                    Ok(()) => return,
+                    Ok(()) => {
+                        if let Some(empty) = next {
+                            // SAFETY: the barn handed the empty sheaf over.
+                            let empty = unsafe { Owned::from_barn(empty) };
+                            self.batch = Some((empty, home_index));
+                        }
+                        return;
+                    }
                     // SAFETY: the barn refused the sheaf.
                     Err(refused) => batch = unsafe { Owned::from_barn(refused) },
                 }

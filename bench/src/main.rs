@@ -9,11 +9,12 @@ mod callgrind;
 mod counters;
 mod machine;
 mod options;
-mod peers;
 mod report;
 mod results_file;
-mod summary;
+mod suite;
 mod workloads;
+
+use sheafalloc_bench::{peers, summary};
 
 use std::time::Instant;
 
@@ -58,6 +59,7 @@ fn main() {
             results_file::save_section(CALLGRIND_TAG, &section);
         }
         Command::Run(options) => run(&options),
+        Command::Suite(options) => suite::run(&options),
     }
 }
 

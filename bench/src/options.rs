@@ -2,6 +2,7 @@
 
 use crate::peers::{self, Peer};
 use crate::workloads::{self, Workload};
+use sheafalloc_bench::service::catalog::Workload as ServiceWorkload;
 
 /// Usage text for `--help` and errors.
 pub const USAGE: &str = "\
@@ -13,6 +14,12 @@ usage:
       only the callgrind instruction counts (needs valgrind)
   sheafalloc-bench pairs ALLOCATOR N
       N alloc+free pairs with one allocator (what callgrind runs)
+  sheafalloc-bench suite [--quick] [--rounds N] [--only PART[,PART...]]
+      the network-service suite: runs the wl-ALLOCATOR binaries found next
+      to this one, interleaved round by round; PART is churn-256,
+      churn-2112, tx-1to1, tx-2to2, tcp-rr, udp-echo, larson, memory, numa
+      or callgrind (default: all); writes bench/results/suite.md and
+      suite.svg (suite-quick.* with --quick, suite-partial.* with --only)
 
 The table goes to stdout and to bench/results/latest.md; progress to stderr.";
 
@@ -60,8 +67,107 @@ pub enum Command {
         /// Pairs to run.
         n: usize,
     },
+    /// The network-service suite.
+    Suite(SuiteOptions),
     /// Print usage.
     Help,
+}
+
+/// One part of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SuitePart {
+    /// A workload run by every `wl-*` binary.
+    Workload(ServiceWorkload),
+    /// TX completion 1→1 pinned to CPUs 0 and 1, two simulated nodes
+    /// against one.
+    Numa,
+    /// Instructions per alloc+free pair under callgrind.
+    Callgrind,
+}
+
+/// Options of the suite.
+#[derive(Clone, Debug)]
+pub struct SuiteOptions {
+    /// Rounds over all allocators (at least 1).
+    pub rounds: usize,
+    /// Short run (under two minutes).
+    pub quick: bool,
+    /// The parts, in report order.
+    pub parts: Vec<SuitePart>,
+    /// Whether `--only` chose the parts.
+    pub partial: bool,
+}
+
+/// Default rounds of the suite.
+pub const SUITE_ROUNDS: usize = 7;
+/// Rounds of the suite with `--quick`.
+pub const SUITE_QUICK_ROUNDS: usize = 5;
+
+/// Every part of the suite, in report order.
+pub fn suite_parts() -> Vec<SuitePart> {
+    let mut parts: Vec<SuitePart> = ServiceWorkload::ALL
+        .into_iter()
+        .filter(|&w| w != ServiceWorkload::TxPinned)
+        .map(SuitePart::Workload)
+        .collect();
+    parts.push(SuitePart::Numa);
+    parts.push(SuitePart::Callgrind);
+    parts
+}
+
+fn parse_suite(args: &[String]) -> Result<Command, String> {
+    let mut rounds = None;
+    let mut quick = false;
+    let mut only: Option<Vec<SuitePart>> = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--quick" => quick = true,
+            "--rounds" => {
+                let value = args.next().ok_or("--rounds needs a number")?;
+                let n: usize = value
+                    .parse()
+                    .map_err(|_| format!("bad --rounds {value:?}"))?;
+                if n == 0 {
+                    return Err("--rounds must be at least 1".into());
+                }
+                rounds = Some(n);
+            }
+            "--only" => {
+                let value = args.next().ok_or("--only needs a part name")?;
+                let mut wanted = Vec::new();
+                for name in value.split(',') {
+                    wanted.push(match name {
+                        "numa" => SuitePart::Numa,
+                        "callgrind" => SuitePart::Callgrind,
+                        _ => ServiceWorkload::from_name(name)
+                            .filter(|&w| w != ServiceWorkload::TxPinned)
+                            .map(SuitePart::Workload)
+                            .ok_or_else(|| format!("unknown suite part {name:?}"))?,
+                    });
+                }
+                only = Some(wanted);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let default_rounds = if quick {
+        SUITE_QUICK_ROUNDS
+    } else {
+        SUITE_ROUNDS
+    };
+    let partial = only.is_some();
+    let parts = suite_parts()
+        .into_iter()
+        .filter(|p| only.as_ref().is_none_or(|only| only.contains(p)))
+        .collect();
+    Ok(Command::Suite(SuiteOptions {
+        rounds: rounds.unwrap_or(default_rounds),
+        quick,
+        parts,
+        partial,
+    }))
 }
 
 /// Default rounds of the comparison.
@@ -81,6 +187,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             let n = n.parse().map_err(|_| format!("bad count {n:?}"))?;
             Ok(Command::Pairs { peer, n })
         }
+        Some("suite") => parse_suite(&args[1..]),
         Some("callgrind") => match &args[1..] {
             [] => Ok(Command::Callgrind { quick: false }),
             [flag] if flag == "--quick" => Ok(Command::Callgrind { quick: true }),
@@ -152,4 +259,39 @@ fn parse_parts(list: &str) -> Result<Vec<Part>, String> {
         .into_iter()
         .filter(|p| wanted.contains(p))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_suite() {
+        let Ok(Command::Suite(all)) = parse(&args(&["suite", "--quick"])) else {
+            panic!("suite --quick parses");
+        };
+        assert!(all.quick && !all.partial);
+        assert_eq!(all.rounds, SUITE_QUICK_ROUNDS);
+        assert_eq!(all.parts, suite_parts());
+        assert!(!all
+            .parts
+            .contains(&SuitePart::Workload(ServiceWorkload::TxPinned)));
+        let Ok(Command::Suite(some)) =
+            parse(&args(&["suite", "--only", "numa,tcp-rr", "--rounds", "6"]))
+        else {
+            panic!("suite --only parses");
+        };
+        assert!(some.partial);
+        assert_eq!(some.rounds, 6);
+        assert_eq!(
+            some.parts,
+            vec![SuitePart::Workload(ServiceWorkload::TcpRr), SuitePart::Numa]
+        );
+        assert!(parse(&args(&["suite", "--only", "tx-pinned"])).is_err());
+        assert!(parse(&args(&["suite", "--rounds", "0"])).is_err());
+    }
 }

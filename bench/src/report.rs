@@ -68,7 +68,7 @@ pub fn header(command: &str, machine: &Machine, options: &RunOptions, scale: &Sc
 }
 
 /// Better-than factor of `value` against `reference`.
-fn factor(value: f64, reference: f64, higher_is_better: bool) -> f64 {
+pub fn factor(value: f64, reference: f64, higher_is_better: bool) -> f64 {
     if higher_is_better {
         value / reference
     } else {
@@ -77,7 +77,7 @@ fn factor(value: f64, reference: f64, higher_is_better: bool) -> f64 {
 }
 
 /// The best value among the peers (sheafalloc excluded).
-fn best_peer(values: &[(Peer, f64)], higher_is_better: bool) -> f64 {
+pub fn best_peer(values: &[(Peer, f64)], higher_is_better: bool) -> f64 {
     let peers = values.iter().filter(|(p, v)| p.is_peer() && v.is_finite());
     let pick = |best: f64, &(_, v): &(Peer, f64)| {
         if (higher_is_better && v > best) || (!higher_is_better && v < best) {
@@ -135,7 +135,8 @@ pub fn timed_section(result: &TimedResult) -> String {
     out
 }
 
-fn bold_if_sheaf(peer: Peer) -> String {
+/// The allocator's name, in bold for sheafalloc.
+pub fn bold_if_sheaf(peer: Peer) -> String {
     if peer.is_peer() {
         peer.name().to_owned()
     } else {

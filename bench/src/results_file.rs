@@ -16,6 +16,16 @@ pub fn tagged(tag: &str, section: &str) -> String {
     format!("<!-- begin {tag} -->\n{section}<!-- end {tag} -->\n")
 }
 
+/// The `tag` section of the file, markers excluded, if it has one.
+pub fn section(tag: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path()).ok()?;
+    let begin = format!("<!-- begin {tag} -->\n");
+    let end = format!("<!-- end {tag} -->");
+    let start = text.find(&begin)? + begin.len();
+    let stop = start + text[start..].find(&end)?;
+    Some(text[start..stop].to_owned())
+}
+
 /// Replaces the whole file with `report`.
 pub fn save_whole(report: &str) {
     write(report);

@@ -2,10 +2,9 @@
 
 pub mod fifo;
 pub mod pairs;
-pub mod pingpong;
 pub mod prodcons;
-pub mod ring;
-pub mod spin;
+
+pub use sheafalloc_bench::sync::{pingpong, ring, spin};
 
 use std::alloc::{handle_alloc_error, GlobalAlloc, Layout};
 use std::hint::black_box;

@@ -31,8 +31,16 @@ fn wait_for(flag: &AtomicU64, value: u64) {
 /// nanoseconds per round trip (the first batch, thread start-up included,
 /// is dropped).
 pub fn round_trip_ns(batches: usize) -> f64 {
+    round_trip_ns_with(batches, TRIPS)
+}
+
+/// As [`round_trip_ns`] with `trips` round trips per batch: small batches
+/// keep the cost bounded when the two threads share one CPU (each round
+/// trip then takes a scheduler switch, about 10 µs).
+pub fn round_trip_ns_with(batches: usize, trips: u64) -> f64 {
     let batches = batches.max(2);
-    let total = batches as u64 * TRIPS;
+    let trips = trips.max(1);
+    let total = batches as u64 * trips;
     let flag = Flag(AtomicU64::new(0));
     let flag = &flag.0;
     std::thread::scope(|s| {
@@ -47,12 +55,12 @@ pub fn round_trip_ns(batches: usize) -> f64 {
         let mut trip = 0u64;
         for _ in 0..batches {
             let start = Instant::now();
-            for _ in 0..TRIPS {
+            for _ in 0..trips {
                 flag.store(2 * trip + 1, Ordering::Release);
                 wait_for(flag, 2 * trip + 2);
                 trip += 1;
             }
-            per_trip.push(start.elapsed().as_nanos() as f64 / TRIPS as f64);
+            per_trip.push(start.elapsed().as_nanos() as f64 / trips as f64);
         }
         median(&per_trip[1..])
     })

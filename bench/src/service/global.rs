@@ -1,0 +1,161 @@
+//! What the workloads may ask of the binary's global allocator beyond
+//! `GlobalAlloc`: its name, the node a thread allocates on, its own call to
+//! give free memory back to the OS, and (sheafalloc) its counters.
+//!
+//! Only the allocator the binary really uses is ever called: a `wl-jemalloc`
+//! process never touches sheafalloc's engine, and so on.
+
+use crate::peers::Peer;
+use crate::record::Record;
+
+/// The binary's global allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Global(pub Peer);
+
+/// Environment variable with sheaf capacities to set before a sheafalloc
+/// run: `size-256=64,size-2304=32`.
+pub const CAPACITY_ENV: &str = "SHEAFALLOC_BENCH_CAPACITY";
+
+/// `MALLCTL_ARENAS_ALL`: jemalloc's "every arena" index.
+const JEMALLOC_ARENAS_ALL: u32 = 4096;
+
+impl Global {
+    /// The allocator's name.
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// Applies `SHEAFALLOC_BENCH_CAPACITY` (sheafalloc only; ignored by the
+    /// others); returns what was set, for the result line.
+    pub fn apply_capacities(self) -> Result<Option<String>, String> {
+        let Ok(list) = std::env::var(CAPACITY_ENV) else {
+            return Ok(None);
+        };
+        if self.0 != Peer::Sheaf || list.is_empty() {
+            return Ok(None);
+        }
+        for item in list.split(',') {
+            let (name, capacity) = item
+                .split_once('=')
+                .and_then(|(name, n)| Some((name, n.parse::<u64>().ok()?)))
+                .ok_or_else(|| format!("{CAPACITY_ENV}: bad item {item:?} (want size-256=64)"))?;
+            sheafalloc::set_sheaf_capacity(name, capacity)
+                .map_err(|e| format!("{CAPACITY_ENV}: {name}: {e}"))?;
+        }
+        Ok(Some(list))
+    }
+
+    /// The allocator node of the calling thread (sheafalloc only).
+    pub fn thread_node(self) -> Option<usize> {
+        (self.0 == Peer::Sheaf).then(sheafalloc::thread_node)
+    }
+
+    /// What `release` calls.
+    pub fn release_call(self) -> &'static str {
+        match self.0 {
+            Peer::Sheaf => "sheafalloc::purge()",
+            Peer::System => "malloc_trim(0)",
+            Peer::Mimalloc => "mi_collect(true)",
+            Peer::Jemalloc => "mallctl(arena.<all>.purge)",
+            Peer::Snmalloc => "none",
+        }
+    }
+
+    /// Asks the allocator to give its free memory back to the OS now, with
+    /// its own call (snmalloc has none in its Rust API).
+    pub fn release(self) {
+        match self.0 {
+            Peer::Sheaf => {
+                sheafalloc::purge();
+            }
+            Peer::System => {
+                // SAFETY: malloc_trim has no preconditions.
+                unsafe { libc::malloc_trim(0) };
+            }
+            Peer::Mimalloc => {
+                // SAFETY: mi_collect has no preconditions.
+                unsafe { libmimalloc_sys::mi_collect(true) };
+            }
+            Peer::Jemalloc => {
+                let name = format!("arena.{JEMALLOC_ARENAS_ALL}.purge\0");
+                // SAFETY: a NUL-terminated control name; `purge` takes no
+                // old or new value, so all four pointers are null.
+                unsafe {
+                    tikv_jemalloc_sys::mallctl(
+                        name.as_ptr().cast(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        0,
+                    )
+                };
+            }
+            Peer::Snmalloc => {}
+        }
+    }
+
+    /// jemalloc's `config.debug` (built with assertions), read at run time;
+    /// `None` for the other allocators.
+    pub fn jemalloc_debug(self) -> Option<bool> {
+        if self.0 != Peer::Jemalloc {
+            return None;
+        }
+        let mut debug = false;
+        let mut len = std::mem::size_of::<bool>();
+        // SAFETY: a NUL-terminated control name; `config.debug` is a bool,
+        // read into `debug` whose size is passed in `len`; no new value.
+        let rc = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                c"config.debug".as_ptr(),
+                (&raw mut debug).cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        (rc == 0).then_some(debug)
+    }
+
+    /// Adds sheafalloc's counters, summed over its caches, to `record`
+    /// (`sheaf_*` keys), or jemalloc's `config.debug`.
+    pub fn add_counters(self, record: &mut Record) {
+        if let Some(debug) = self.jemalloc_debug() {
+            record.set("jemalloc_config_debug", debug);
+        }
+        if self.0 != Peer::Sheaf {
+            return;
+        }
+        let mut sum = [0u64; 8];
+        for cache in sheafalloc::cache_stats() {
+            let values = [
+                cache.allocations,
+                cache.slab_refills,
+                cache.slab_flushes,
+                cache.barn_get_hits,
+                cache.barn_get_misses,
+                cache.barn_put_hits,
+                cache.barn_put_misses,
+                cache.remote_frees,
+            ];
+            for (total, value) in sum.iter_mut().zip(values) {
+                *total += value;
+            }
+        }
+        let keys = [
+            "sheaf_allocations",
+            "sheaf_refills",
+            "sheaf_flushes",
+            "sheaf_barn_get_hits",
+            "sheaf_barn_get_misses",
+            "sheaf_barn_put_hits",
+            "sheaf_barn_put_misses",
+            "sheaf_remote_frees",
+        ];
+        for (key, value) in keys.into_iter().zip(sum) {
+            record.set(key, value);
+        }
+        let topology = sheafalloc::topology();
+        record.set("sheaf_topology", topology.source);
+        record.set("sheaf_nodes", topology.nodes.len());
+    }
+}

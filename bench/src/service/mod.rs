@@ -1,0 +1,263 @@
+//! The network-service workloads, run inside a `wl-*` binary whose global
+//! allocator is the one under test (see [`main`]).
+//!
+//! `wl-ALLOCATOR WORKLOAD [--quick] [--seconds S] [--cpus A,B]` runs one
+//! workload once and prints one [`Record`] line on stdout; `wl-ALLOCATOR
+//! --list` prints the workload names.
+
+pub mod catalog;
+pub mod churn;
+pub mod global;
+pub mod larson;
+pub mod memory;
+pub mod object;
+pub mod os;
+pub mod progress;
+pub mod rng;
+pub mod tcp_rr;
+pub mod tx;
+pub mod udp_echo;
+
+use catalog::Workload;
+use global::Global;
+use progress::{Budget, Window};
+
+use crate::peers::Peer;
+use crate::record::Record;
+use crate::sync::pingpong;
+
+/// Usage of a workload binary.
+pub const USAGE: &str = "\
+usage: wl-ALLOCATOR WORKLOAD [--quick] [--seconds S] [--cpus A,B]
+       wl-ALLOCATOR --list
+Runs one workload with this binary's global allocator and prints one
+`result key=value ...` line. --cpus pins the two threads of tx-pinned.";
+
+/// One run as asked on the command line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// The workload.
+    pub workload: Workload,
+    /// Short run.
+    pub quick: bool,
+    /// Measured seconds, if not the default.
+    pub seconds: Option<f64>,
+    /// CPUs of the two threads of `tx-pinned`.
+    pub cpus: Option<(usize, usize)>,
+}
+
+impl Request {
+    /// Warm-up and window of this run.
+    pub fn budget(&self) -> Budget {
+        let (warmup, seconds) = match (self.workload, self.quick) {
+            (Workload::TcpRr, true) => (0.1, 1.0),
+            (Workload::TcpRr, false) => (0.5, 3.0),
+            (_, true) => (0.02, 0.1),
+            (_, false) => (0.1, 1.0),
+        };
+        Budget {
+            warmup,
+            seconds: self.seconds.unwrap_or(seconds),
+        }
+    }
+}
+
+/// Parses the arguments after the program name (`None`: `--list`).
+pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
+    let mut args = args.iter();
+    let first = args.next().ok_or("no workload given")?;
+    if first == "--list" {
+        return Ok(None);
+    }
+    let workload =
+        Workload::from_name(first).ok_or_else(|| format!("unknown workload {first:?}"))?;
+    let mut request = Request {
+        workload,
+        quick: false,
+        seconds: None,
+        cpus: None,
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => request.quick = true,
+            "--seconds" => {
+                let value = args.next().ok_or("--seconds needs a number")?;
+                let seconds: f64 = value
+                    .parse()
+                    .map_err(|_| format!("bad --seconds {value:?}"))?;
+                if !(seconds > 0.0 && seconds < 3600.0) {
+                    return Err(format!("--seconds {seconds} is out of range"));
+                }
+                request.seconds = Some(seconds);
+            }
+            "--cpus" => {
+                let value = args.next().ok_or("--cpus needs A,B")?;
+                let parsed = value
+                    .split_once(',')
+                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
+                request.cpus = Some(parsed.ok_or_else(|| format!("bad --cpus {value:?}"))?);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(Some(request))
+}
+
+/// The entry point of a `wl-*` binary whose global allocator is `peer`.
+pub fn main(peer: Peer) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let request = match parse(&args) {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            for workload in Workload::ALL {
+                println!("{}\t{}", workload.name(), workload.title());
+            }
+            return;
+        }
+        Err(error) => {
+            eprintln!("wl-{}: {error}\n\n{USAGE}", peer.name());
+            std::process::exit(2);
+        }
+    };
+    match run(&request, Global(peer)) {
+        Ok(record) => println!("{}", record.line()),
+        Err(error) => {
+            eprintln!("wl-{} {}: {error}", peer.name(), request.workload.name());
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Runs the request and builds its result line.
+pub fn run(request: &Request, global: Global) -> Result<Record, String> {
+    let workload = request.workload;
+    let budget = request.budget();
+    let mut record = Record::new();
+    record
+        .set("workload", workload.name())
+        .set("allocator", global.name())
+        .set("unit", workload.unit())
+        .set(
+            "numa_nodes_env",
+            std::env::var("SHEAFALLOC_NUMA_NODES").unwrap_or_else(|_| "unset".into()),
+        );
+    if let Some(capacities) = global.apply_capacities()? {
+        record.set("sheaf_capacity_set", capacities.replace('=', ":"));
+    }
+    if workload.cross_thread() {
+        // At most 11 × 200 round trips: under 30 ms even when the two
+        // threads share a CPU.
+        record.set_f64("rtt_ns", pingpong::round_trip_ns_with(11, 200), 0);
+    }
+    match workload {
+        Workload::Churn256 => throughput(&mut record, churn::run(256, &budget)),
+        Workload::Churn2112 => throughput(&mut record, churn::run(2112, &budget)),
+        Workload::Tx1to1 => tx_outcome(&mut record, tx::one_to_one(&budget, None, global))?,
+        Workload::Tx2to2 => tx_outcome(&mut record, tx::n_to_n(&budget, 2))?,
+        Workload::TxPinned => {
+            let cpus = request.cpus.unwrap_or((0, 1));
+            record.set("cpus", format!("{},{}", cpus.0, cpus.1));
+            tx_outcome(&mut record, tx::one_to_one(&budget, Some(cpus), global))?;
+        }
+        Workload::Larson => throughput(&mut record, larson::run(&budget)),
+        Workload::UdpEcho => {
+            let outcome = udp_echo::run(&budget).map_err(|e| e.to_string())?;
+            per_second(&mut record, outcome.window);
+            record.set("lost", outcome.lost);
+        }
+        Workload::TcpRr => {
+            let outcome = tcp_rr::run(&budget, tcp_rr::CONNECTIONS).map_err(|e| e.to_string())?;
+            per_second(&mut record, outcome.window);
+            record
+                .set("connections", outcome.connections)
+                .set("failed", outcome.failed)
+                .set_f64("connect_s", outcome.connect_seconds, 3);
+        }
+        Workload::Memory => {
+            let total = if request.quick {
+                memory::QUICK_TOTAL
+            } else {
+                memory::TOTAL
+            };
+            memory_outcome(&mut record, memory::run(global, total), global);
+        }
+    }
+    global.add_counters(&mut record);
+    Ok(record)
+}
+
+fn window_fields(record: &mut Record, window: Window) {
+    record
+        .set("operations", window.operations)
+        .set_f64("seconds", window.seconds, 3);
+}
+
+fn throughput(record: &mut Record, window: Window) {
+    record.set_f64("value", window.millions_per_second(), 3);
+    window_fields(record, window);
+}
+
+fn per_second(record: &mut Record, window: Window) {
+    record.set_f64("value", window.per_second(), 0);
+    window_fields(record, window);
+}
+
+fn tx_outcome(record: &mut Record, outcome: tx::Outcome) -> Result<(), String> {
+    if outcome.corrupt != 0 {
+        return Err(format!("{} packets arrived corrupt", outcome.corrupt));
+    }
+    throughput(record, outcome.window);
+    let show = |v: Option<usize>| v.map_or("-".to_owned(), |v| v.to_string());
+    let p = &outcome.placement;
+    if p.sender.0.is_some() {
+        record
+            .set("sender_cpu", show(p.sender.0))
+            .set("sender_node", show(p.sender.1))
+            .set("completer_cpu", show(p.completer.0))
+            .set("completer_node", show(p.completer.1));
+    }
+    Ok(())
+}
+
+fn memory_outcome(record: &mut Record, outcome: memory::Outcome, global: Global) {
+    let mib = |bytes: u64| bytes as f64 / 1048576.0;
+    record
+        .set_f64("value", mib(outcome.freed), 1)
+        .set_f64("baseline_mib", mib(outcome.baseline), 1)
+        .set_f64("peak_mib", mib(outcome.peak), 1)
+        .set_f64("freed_mib", mib(outcome.freed), 1)
+        .set_f64("released_mib", mib(outcome.released), 1)
+        .set("release", global.release_call())
+        .set("requested_mib", outcome.requested >> 20)
+        .set("objects", outcome.objects)
+        .set_f64("alloc_ns", outcome.alloc_ns, 1)
+        .set_f64("free_ns", outcome.free_ns, 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_requests() {
+        assert_eq!(parse(&args(&["--list"])), Ok(None));
+        let request = parse(&args(&["tx-pinned", "--quick", "--cpus", "0,1"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(request.workload, Workload::TxPinned);
+        assert!(request.quick);
+        assert_eq!(request.cpus, Some((0, 1)));
+        assert_eq!(request.budget().seconds, 0.1);
+        let request = parse(&args(&["tcp-rr", "--seconds", "2"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(request.budget().seconds, 2.0);
+        assert!(parse(&args(&["nope"])).is_err());
+        assert!(parse(&args(&["memory", "--cpus", "x"])).is_err());
+        assert!(parse(&args(&[])).is_err());
+    }
+}

@@ -1,0 +1,75 @@
+//! Every suite workload runs briefly in-process (with this test binary's
+//! allocator, `System`) and produces sane results.
+
+use sheafalloc_bench::peers::Peer;
+use sheafalloc_bench::service::catalog::Workload;
+use sheafalloc_bench::service::global::Global;
+use sheafalloc_bench::service::progress::Budget;
+use sheafalloc_bench::service::{churn, larson, memory, tcp_rr, tx, udp_echo};
+
+const BRIEF: Budget = Budget {
+    warmup: 0.01,
+    seconds: 0.05,
+};
+const SYSTEM: Global = Global(Peer::System);
+
+#[test]
+fn churn_counts_objects() {
+    let window = churn::run(256, &BRIEF);
+    assert!(window.operations > 0);
+    assert!(window.seconds >= BRIEF.seconds);
+}
+
+#[test]
+fn tx_moves_packets_intact() {
+    let outcome = tx::one_to_one(&BRIEF, None, SYSTEM);
+    assert_eq!(outcome.corrupt, 0);
+    assert!(outcome.window.operations > 0);
+    let outcome = tx::n_to_n(&BRIEF, 2);
+    assert_eq!(outcome.corrupt, 0);
+    assert!(outcome.window.operations > 0);
+}
+
+#[test]
+fn tx_pinned_reports_placement() {
+    let outcome = tx::one_to_one(&BRIEF, Some((0, 0)), SYSTEM);
+    assert_eq!(outcome.corrupt, 0);
+    assert_eq!(outcome.placement.sender.0, Some(0));
+    assert_eq!(outcome.placement.completer.0, Some(0));
+    // System has no nodes to report.
+    assert_eq!(outcome.placement.sender.1, None);
+}
+
+#[test]
+fn larson_runs() {
+    assert!(larson::run(&BRIEF).operations > 0);
+}
+
+#[test]
+fn udp_echoes() {
+    let outcome = udp_echo::run(&BRIEF).expect("loopback UDP works");
+    assert!(outcome.window.operations > 0);
+}
+
+#[test]
+fn tcp_answers_requests() {
+    let outcome = tcp_rr::run(&BRIEF, 50).expect("loopback TCP works");
+    assert_eq!(outcome.connections, 50);
+    assert_eq!(outcome.failed, 0);
+    assert!(outcome.window.operations > 0);
+}
+
+#[test]
+fn memory_measures_rss() {
+    let outcome = memory::run(SYSTEM, 8 << 20);
+    assert!(outcome.requested >= 8 << 20);
+    assert!(outcome.peak > outcome.baseline);
+    assert!(outcome.objects > 0);
+}
+
+#[test]
+fn names_round_trip() {
+    for workload in Workload::ALL {
+        assert_eq!(Workload::from_name(workload.name()), Some(workload));
+    }
+}
