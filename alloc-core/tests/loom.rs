@@ -756,7 +756,11 @@ impl RemoteFreer {
                 let refused = unsafe { barn.put_full(batch.into_barn()) };
                 // As `send_remote` does: under the same lock, trade the
                 // batch for one of the barn's empty sheaves.
-                let next = if refused.is_ok() { barn.take_empty() } else { None };
+                let next = if refused.is_ok() {
+                    barn.take_empty()
+                } else {
+                    None
+                };
                 checked(&barn);
                 drop(barn);
                 match refused {
