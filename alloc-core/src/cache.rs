@@ -76,6 +76,10 @@ pub struct CacheCounters {
     pub sheaf_resizes: AtomicU64,
     /// Allocations that failed because the OS refused memory.
     pub alloc_failures: AtomicU64,
+    /// Allocations that missed the fast path (empty or missing main sheaf).
+    pub slow_path_allocs: AtomicU64,
+    /// Frees that missed the fast path (full main sheaf, remote object).
+    pub slow_path_frees: AtomicU64,
 }
 
 impl CacheCounters {
@@ -95,6 +99,8 @@ impl CacheCounters {
             remote_frees: [const { [const { AtomicU64::new(0) }; MAX_NODES] }; MAX_NODES],
             sheaf_resizes: AtomicU64::new(0),
             alloc_failures: AtomicU64::new(0),
+            slow_path_allocs: AtomicU64::new(0),
+            slow_path_frees: AtomicU64::new(0),
         }
     }
 

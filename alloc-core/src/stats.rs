@@ -64,6 +64,12 @@ pub struct CacheStats {
     pub sheaf_resizes: u64,
     /// Allocations that failed because the OS refused memory.
     pub alloc_failures: u64,
+    /// Allocations served by a thread's slow path (main sheaf empty or
+    /// missing). `allocations - slow_path_allocs` were fast-path hits; a
+    /// high share here says the sheaf capacity is too small for the bursts.
+    pub slow_path_allocs: u64,
+    /// Frees that took the slow path (main sheaf full, or a remote object).
+    pub slow_path_frees: u64,
     /// Full sheaves waiting in barns (all nodes).
     pub barn_full_sheaves: u64,
     /// Empty sheaves waiting in barns.
@@ -167,6 +173,8 @@ pub fn cache_stats(class: SizeClass) -> CacheStats {
     }
     stats.sheaf_resizes = counters.sheaf_resizes.load(Relaxed);
     stats.alloc_failures = counters.alloc_failures.load(Relaxed);
+    stats.slow_path_allocs = counters.slow_path_allocs.load(Relaxed);
+    stats.slow_path_frees = counters.slow_path_frees.load(Relaxed);
     stats
 }
 

@@ -205,6 +205,7 @@ impl ThreadCache {
             return uncached_alloc(self.node.get(), class);
         }
         let _guard = SlowPathGuard::enter(self);
+        CacheCounters::add(&cache(class).counters.slow_path_allocs, 1);
         self.follow_node();
         self.sync_capacity(class);
         if let Some(object) = self.pop(class) {
@@ -271,6 +272,7 @@ impl ThreadCache {
         let _guard = SlowPathGuard::enter(self);
         self.follow_node();
         let counters = &cache(class).counters;
+        CacheCounters::add(&counters.slow_path_frees, 1);
         let home = arena::home_node(object as usize);
         match home {
             Some(home) if home == self.node.get() => {}

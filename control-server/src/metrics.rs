@@ -177,6 +177,16 @@ const CACHE_METRICS: &[CacheMetric] = &[
         "Allocations that failed because the OS refused memory.",
         |s| s.alloc_failures,
     ),
+    counter(
+        "sheafalloc_slow_path_allocations_total",
+        "Allocations that missed the fast path (main sheaf empty); a high share of allocations means the sheaf capacity is small for the bursts.",
+        |s| s.slow_path_allocs,
+    ),
+    counter(
+        "sheafalloc_slow_path_frees_total",
+        "Frees that missed the fast path (main sheaf full, or a remote object).",
+        |s| s.slow_path_frees,
+    ),
     gauge(
         "sheafalloc_barn_full_sheaves",
         "Full sheaves waiting in barns (all nodes).",
