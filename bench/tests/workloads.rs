@@ -61,8 +61,10 @@ fn tcp_answers_requests() {
 
 #[test]
 fn memory_measures_rss() {
-    let outcome = memory::run(SYSTEM, 8 << 20);
-    assert!(outcome.requested >= 8 << 20);
+    // Larger than what the tests running beside this one may have freed
+    // and left resident, so the allocation must raise the RSS.
+    let outcome = memory::run(SYSTEM, 96 << 20);
+    assert!(outcome.requested >= 96 << 20);
     assert!(outcome.peak > outcome.baseline);
     assert!(outcome.objects > 0);
 }
