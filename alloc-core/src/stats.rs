@@ -94,9 +94,8 @@ pub struct CacheStats {
 
 impl CacheStats {
     /// The class this snapshot describes.
-    pub fn class(&self) -> SizeClass {
+    pub fn class(&self) -> Option<SizeClass> {
         SizeClass::from_index(self.class_index)
-            .unwrap_or(SizeClass::from_index(0).expect("class 0 exists"))
     }
 }
 
