@@ -77,9 +77,7 @@ fn commit_failure_gives_null_then_recovers() {
             allocator.dealloc(object, layout);
         }
     }
-    sheafalloc::flush_thread_cache();
-    let audit = sheafalloc::audit(name, 0).unwrap();
-    assert_eq!(audit.objects_out_of_slabs, audit.barn_objects, "{audit:?}");
+    common::assert_quiescent(name, 0);
 }
 
 fn map_failure_gives_null_for_large_objects() {
@@ -187,7 +185,5 @@ fn failed_return_to_os_keeps_data() {
             allocator.dealloc(object, layout);
         }
     }
-    sheafalloc::flush_thread_cache();
-    let audit = sheafalloc::audit(name, 0).unwrap();
-    assert_eq!(audit.objects_out_of_slabs, audit.barn_objects, "{audit:?}");
+    common::assert_quiescent(name, 0);
 }

@@ -185,13 +185,9 @@ fn simulated_nodes(nodes: usize) {
         assert_eq!(row[from], 0, "a free on the home node counted as remote");
     }
     for node in 0..nodes {
-        let audit = sheafalloc::audit(CACHE, node).unwrap();
         // Quiescent: nothing live, no thread holds a sheaf of this class,
         // so every object out of the slabs is in this node's barn.
-        assert_eq!(
-            audit.objects_out_of_slabs, audit.barn_objects,
-            "node {node}: {audit:?}"
-        );
+        let audit = common::assert_quiescent(CACHE, node);
         assert!(audit.slabs > 0, "node {node} never allocated");
     }
     eprintln!(

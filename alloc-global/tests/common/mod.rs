@@ -84,3 +84,16 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Flushes the calling thread's sheaves, then asserts that cache `name` on
+/// `node` is quiescent: with nothing live and no thread holding its
+/// sheaves, every object out of the slabs is in the node's barn.
+pub fn assert_quiescent(name: &str, node: usize) -> sheafalloc::NodeAudit {
+    sheafalloc::flush_thread_cache();
+    let audit = sheafalloc::audit(name, node).expect("known cache and node");
+    assert_eq!(
+        audit.objects_out_of_slabs, audit.barn_objects,
+        "{name} on node {node}: {audit:?}"
+    );
+    audit
+}
