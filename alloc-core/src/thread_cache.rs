@@ -357,15 +357,11 @@ impl ThreadCache {
             return;
         }
         let _guard = SlowPathGuard::enter(self);
-        self.give_back_all();
-        // A thread that moved since its last slow path starts over on the
-        // node it is on now.
-        if let Some(node) = crate::topology::node_of_current_cpu() {
-            if node != self.node.get() {
-                self.node.set(node);
-                self.node_base.set(arena::node_base(node));
-                crate::topology::count_migration();
-            }
+        // A thread that moved since its last slow path gives everything
+        // back and starts over on the node it is on now.
+        match crate::topology::node_of_current_cpu() {
+            Some(node) if node != self.node.get() => self.move_to_node(node),
+            _ => self.give_back_all(),
         }
     }
 
