@@ -115,6 +115,18 @@ pub fn suite_parts() -> Vec<SuitePart> {
     parts
 }
 
+/// The value of `--rounds`: a number of at least 1.
+fn parse_rounds(value: Option<&String>) -> Result<usize, String> {
+    let value = value.ok_or("--rounds needs a number")?;
+    let n: usize = value
+        .parse()
+        .map_err(|_| format!("bad --rounds {value:?}"))?;
+    if n == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    Ok(n)
+}
+
 fn parse_suite(args: &[String]) -> Result<Command, String> {
     let mut rounds = None;
     let mut quick = false;
@@ -124,16 +136,7 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--quick" => quick = true,
-            "--rounds" => {
-                let value = args.next().ok_or("--rounds needs a number")?;
-                let n: usize = value
-                    .parse()
-                    .map_err(|_| format!("bad --rounds {value:?}"))?;
-                if n == 0 {
-                    return Err("--rounds must be at least 1".into());
-                }
-                rounds = Some(n);
-            }
+            "--rounds" => rounds = Some(parse_rounds(args.next())?),
             "--only" => {
                 let value = args.next().ok_or("--only needs a part name")?;
                 let mut wanted = Vec::new();
@@ -206,16 +209,7 @@ fn parse_run(args: &[String]) -> Result<Command, String> {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--quick" => quick = true,
-            "--rounds" => {
-                let value = args.next().ok_or("--rounds needs a number")?;
-                let n: usize = value
-                    .parse()
-                    .map_err(|_| format!("bad --rounds {value:?}"))?;
-                if n == 0 {
-                    return Err("--rounds must be at least 1".into());
-                }
-                rounds = Some(n);
-            }
+            "--rounds" => rounds = Some(parse_rounds(args.next())?),
             "--only" => {
                 let value = args.next().ok_or("--only needs a part name")?;
                 parts = Some(parse_parts(value)?);
