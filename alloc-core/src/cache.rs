@@ -14,6 +14,8 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+pub use crate::counters::CacheCounters;
+
 use crate::barn::Barn;
 use crate::node::{NodeId, MAX_NODES};
 use crate::os;
@@ -39,75 +41,6 @@ pub fn default_sheaf_capacity(class: SizeClass) -> u32 {
         1024..=4095 => 32,
         4096..=32768 => 8,
         _ => 2,
-    }
-}
-
-/// Slow-path counters of one cache. Each field only grows.
-#[derive(Debug, Default)]
-pub struct CacheCounters {
-    /// Allocations and frees folded in from threads that exited, plus those
-    /// served without a thread cache.
-    pub allocs_folded: AtomicU64,
-    /// See `allocs_folded`.
-    pub frees_folded: AtomicU64,
-    /// Main and spare swapped because main was empty (alloc) or full (free).
-    pub spare_swaps: AtomicU64,
-    /// A full sheaf was taken from the barn.
-    pub barn_get_hits: AtomicU64,
-    /// The barn had no full sheaf; the thread refilled from slabs.
-    pub barn_get_misses: AtomicU64,
-    /// A full sheaf was stored in the barn.
-    pub barn_put_hits: AtomicU64,
-    /// The barn was at its limit; the thread flushed to slabs.
-    pub barn_put_misses: AtomicU64,
-    /// Bulk refills of a sheaf from slabs.
-    pub slab_refills: AtomicU64,
-    /// Objects moved from slabs into sheaves.
-    pub refilled_objects: AtomicU64,
-    /// Bulk flushes from a sheaf (or single frees) to slabs.
-    pub slab_flushes: AtomicU64,
-    /// Objects moved from sheaves to slabs.
-    pub flushed_objects: AtomicU64,
-    /// Frees of objects whose home is another node than the freeing
-    /// thread's, by `[from node][to node]`; counted when the batch is
-    /// handed to the home node.
-    pub remote_frees: [[AtomicU64; MAX_NODES]; MAX_NODES],
-    /// Sheaves resized to a new capacity.
-    pub sheaf_resizes: AtomicU64,
-    /// Allocations that failed because the OS refused memory.
-    pub alloc_failures: AtomicU64,
-    /// Allocations that missed the fast path (empty or missing main sheaf).
-    pub slow_path_allocs: AtomicU64,
-    /// Frees that missed the fast path (full main sheaf, remote object).
-    pub slow_path_frees: AtomicU64,
-}
-
-impl CacheCounters {
-    const fn new() -> Self {
-        Self {
-            allocs_folded: AtomicU64::new(0),
-            frees_folded: AtomicU64::new(0),
-            spare_swaps: AtomicU64::new(0),
-            barn_get_hits: AtomicU64::new(0),
-            barn_get_misses: AtomicU64::new(0),
-            barn_put_hits: AtomicU64::new(0),
-            barn_put_misses: AtomicU64::new(0),
-            slab_refills: AtomicU64::new(0),
-            refilled_objects: AtomicU64::new(0),
-            slab_flushes: AtomicU64::new(0),
-            flushed_objects: AtomicU64::new(0),
-            remote_frees: [const { [const { AtomicU64::new(0) }; MAX_NODES] }; MAX_NODES],
-            sheaf_resizes: AtomicU64::new(0),
-            alloc_failures: AtomicU64::new(0),
-            slow_path_allocs: AtomicU64::new(0),
-            slow_path_frees: AtomicU64::new(0),
-        }
-    }
-
-    /// Adds `n` to a counter (slow paths only).
-    #[inline]
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
     }
 }
 

@@ -10,8 +10,9 @@
 //! # Layers (each may use only the ones above it)
 //!
 //! 1. `os`, `sync` — the kernel contract and futex locks.
-//! 2. [`size_class`], [`node`], [`topology`] — request → class, node ids,
-//!    CPU → node map and the calling thread's node.
+//! 2. [`size_class`], [`node`], [`topology`], [`counters`] — request →
+//!    class, node ids, CPU → node map and the calling thread's node; the
+//!    table that declares every per-cache statistic once.
 //! 3. `arena` — address space per node, chunks, slab metadata table.
 //! 4. [`slab`] — objects carved from runs; partial/empty lists; decay.
 //! 5. [`sheaf`] — arrays of object pointers and their pool.
@@ -59,6 +60,7 @@ macro_rules! invariant {
 pub mod os;
 pub mod sync;
 
+pub mod counters;
 pub mod node;
 pub mod size_class;
 pub mod topology;
@@ -82,7 +84,8 @@ pub mod stats;
 pub mod checks;
 
 pub use cache::{set_sheaf_capacity, CapacityOutOfRange};
+pub use counters::{CacheStats, NodeStats, StatField, StatKind};
 pub use node::NodeId;
 pub use size_class::SizeClass;
-pub use stats::{cache_stats, large_stats, CacheStats, LargeStats};
+pub use stats::{cache_stats, cache_stats_all, large_stats, LargeStats};
 pub use thread_cache::ThreadCache;

@@ -1,6 +1,7 @@
-//! Statistics: a plain-value snapshot of one cache, assembled at read time
-//! from the cache's slow-path counters, its barns and slab lists on every
-//! node, and the per-thread fast-path counters of every live thread.
+//! Statistics: plain-value snapshots of the caches (types declared once in
+//! `counters.rs`), assembled at read time from each cache's slow-path
+//! counters, its barns and slab lists on every node, and the per-thread
+//! fast-path counters of every live thread.
 //!
 //! Reading takes each barn and slab-list lock briefly and the registry lock
 //! while thread counters are summed; it never allocates, so it may run on
@@ -10,86 +11,21 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::cache::{self, cache};
 use crate::large::LARGE;
-use crate::node::{NodeId, MAX_NODES};
+use crate::node::NodeId;
 use crate::runtime;
-use crate::size_class::SizeClass;
+use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::slab::slab_bytes;
+use crate::thread_cache::ThreadClassView;
 
-/// A snapshot of one size-class cache. Counters only grow; gauges
-/// (`live_objects`, `slabs`, `bytes_held`, ...) describe the moment of the
-/// read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// The class (index into the table).
-    pub class_index: usize,
-    /// Slot size in bytes.
-    pub object_size: u64,
-    /// Capacity threads apply at their next sheaf exchange.
-    pub sheaf_capacity: u32,
-    /// Smallest capacity of a main sheaf installed in a live thread right
-    /// now (0 if no thread holds one).
-    pub sheaf_capacity_in_use_min: u32,
-    /// Largest such capacity.
-    pub sheaf_capacity_in_use_max: u32,
-    /// Allocations served (all threads, living and exited).
-    pub allocations: u64,
-    /// Frees received.
-    pub frees: u64,
-    /// Objects allocated and not yet freed (`allocations - frees`).
-    pub live_objects: i64,
-    /// Main/spare swaps.
-    pub spare_swaps: u64,
-    /// Full sheaves taken from a barn.
-    pub barn_get_hits: u64,
-    /// Times the barn had no full sheaf (a slab refill followed).
-    pub barn_get_misses: u64,
-    /// Full sheaves stored in a barn.
-    pub barn_put_hits: u64,
-    /// Times the barn was at its limit (a slab flush followed).
-    pub barn_put_misses: u64,
-    /// Bulk refills from slabs.
-    pub slab_refills: u64,
-    /// Objects moved from slabs to sheaves.
-    pub refilled_objects: u64,
-    /// Flushes to slabs.
-    pub slab_flushes: u64,
-    /// Objects moved to slabs.
-    pub flushed_objects: u64,
-    /// Frees of objects whose home node was not the freeing thread's
-    /// (counted when handed over in a batch).
-    pub remote_frees: u64,
-    /// The same by `[from node][to node]`.
-    pub remote_frees_by_node: [[u64; MAX_NODES]; MAX_NODES],
-    /// Sheaves resized after a capacity change.
-    pub sheaf_resizes: u64,
-    /// Allocations that failed because the OS refused memory.
-    pub alloc_failures: u64,
-    /// Allocations served by a thread's slow path (main sheaf empty or
-    /// missing). `allocations - slow_path_allocs` were fast-path hits; a
-    /// high share here says the sheaf capacity is too small for the bursts.
-    pub slow_path_allocs: u64,
-    /// Frees that took the slow path (main sheaf full, or a remote object).
-    pub slow_path_frees: u64,
-    /// Full sheaves waiting in barns (all nodes).
-    pub barn_full_sheaves: u64,
-    /// Empty sheaves waiting in barns.
-    pub barn_empty_sheaves: u64,
-    /// Free objects in barns' full sheaves.
-    pub barn_objects: u64,
-    /// Free objects in live threads' main sheaves.
-    pub thread_main_objects: u64,
-    /// Slabs held (full, partial, empty).
-    pub slabs: u64,
-    /// Empty slabs held (returned to the OS after the decay period).
-    pub empty_slabs: u64,
-    /// Free objects in slabs.
-    pub slab_free_objects: u64,
-    /// Bytes of address space committed to this cache's slabs.
-    pub bytes_held: u64,
-    /// Bytes returned to the OS since start.
-    pub bytes_returned: u64,
-    /// Times the OS refused to take pages back (slabs kept, intact).
-    pub return_failures: u64,
+pub use crate::counters::{CacheStats, NodeStats};
+
+/// A cache's snapshot reads as the sum of its nodes' too: `stats.slabs`
+/// is `stats.all_nodes.slabs`.
+impl core::ops::Deref for CacheStats {
+    type Target = NodeStats;
+    fn deref(&self) -> &NodeStats {
+        &self.all_nodes
+    }
 }
 
 impl CacheStats {
@@ -101,68 +37,57 @@ impl CacheStats {
 
 /// Reads a snapshot of `class`'s cache.
 pub fn cache_stats(class: SizeClass) -> CacheStats {
+    let mut stats = read_locked_parts(class);
+    runtime::with_threads(|threads| {
+        read_folded(class, &mut stats);
+        for thread in threads {
+            add_thread(&mut stats, thread.view(class));
+        }
+    });
+    finish(class, &mut stats);
+    stats
+}
+
+/// Reads a snapshot of every cache into `out` (indexed by class), walking
+/// the thread registry once for all of them: what a scrape of every cache
+/// costs is one pass over the threads, not one per cache.
+pub fn cache_stats_all(out: &mut [CacheStats; NUM_CLASSES]) {
+    for class in SizeClass::all() {
+        out[class.index()] = read_locked_parts(class);
+    }
+    runtime::with_threads(|threads| {
+        for class in SizeClass::all() {
+            read_folded(class, &mut out[class.index()]);
+        }
+        for thread in threads {
+            for class in SizeClass::all() {
+                add_thread(&mut out[class.index()], thread.view(class));
+            }
+        }
+    });
+    for class in SizeClass::all() {
+        finish(class, &mut out[class.index()]);
+    }
+}
+
+/// Everything but the live threads' counters: the cache's own counters,
+/// its barns and slab lists (each lock taken briefly, one at a time).
+fn read_locked_parts(class: SizeClass) -> CacheStats {
     let cache = cache(class);
     let counters = &cache.counters;
     let mut stats = CacheStats {
         class_index: class.index(),
         object_size: class.object_size() as u64,
         sheaf_capacity: cache.sheaf_capacity(class),
+        sheaf_capacity_in_use_min: u32::MAX,
         ..CacheStats::default()
     };
+    counters.read_events(&mut stats);
     for node in NodeId::all() {
-        let node_class = cache::node_class(node, class);
-        {
-            let barn = node_class.barn.lock();
-            let (full, empty) = barn.counts();
-            stats.barn_full_sheaves += u64::from(full);
-            stats.barn_empty_sheaves += u64::from(empty);
-            stats.barn_objects += barn.objects_held();
-        }
-        let slabs = node_class.slabs.lock().counts();
-        stats.slabs += slabs.slabs;
-        stats.empty_slabs += slabs.empty_slabs;
-        stats.slab_free_objects += slabs.free_objects;
-        stats.bytes_returned += slabs.bytes_returned;
-        stats.return_failures += slabs.return_failures;
+        let node_stats = node_stats(node, class);
+        stats.per_node[node.index()] = node_stats;
+        stats.all_nodes.accumulate(&node_stats);
     }
-    stats.bytes_held = stats.slabs * slab_bytes(class) as u64;
-    let (allocations, frees, min, max, main_objects) = runtime::with_threads(|threads| {
-        let mut allocations = counters.allocs_folded.load(Relaxed);
-        let mut frees = counters.frees_folded.load(Relaxed);
-        let (mut min, mut max, mut main_objects) = (u32::MAX, 0, 0u64);
-        for thread in threads {
-            let view = thread.view(class);
-            allocations += view.allocs;
-            frees += view.frees;
-            main_objects += u64::from(view.main_len);
-            if view.capacity > 0 {
-                min = min.min(view.capacity);
-                max = max.max(view.capacity);
-            }
-        }
-        (
-            allocations,
-            frees,
-            if max == 0 { 0 } else { min },
-            max,
-            main_objects,
-        )
-    });
-    stats.allocations = allocations;
-    stats.frees = frees;
-    stats.live_objects = allocations as i64 - frees as i64;
-    stats.sheaf_capacity_in_use_min = min;
-    stats.sheaf_capacity_in_use_max = max;
-    stats.thread_main_objects = main_objects;
-    stats.spare_swaps = counters.spare_swaps.load(Relaxed);
-    stats.barn_get_hits = counters.barn_get_hits.load(Relaxed);
-    stats.barn_get_misses = counters.barn_get_misses.load(Relaxed);
-    stats.barn_put_hits = counters.barn_put_hits.load(Relaxed);
-    stats.barn_put_misses = counters.barn_put_misses.load(Relaxed);
-    stats.slab_refills = counters.slab_refills.load(Relaxed);
-    stats.refilled_objects = counters.refilled_objects.load(Relaxed);
-    stats.slab_flushes = counters.slab_flushes.load(Relaxed);
-    stats.flushed_objects = counters.flushed_objects.load(Relaxed);
     for (from, row) in counters.remote_frees.iter().enumerate() {
         for (to, count) in row.iter().enumerate() {
             let count = count.load(Relaxed);
@@ -170,15 +95,63 @@ pub fn cache_stats(class: SizeClass) -> CacheStats {
             stats.remote_frees += count;
         }
     }
-    stats.sheaf_resizes = counters.sheaf_resizes.load(Relaxed);
-    stats.alloc_failures = counters.alloc_failures.load(Relaxed);
-    stats.slow_path_allocs = counters.slow_path_allocs.load(Relaxed);
-    stats.slow_path_frees = counters.slow_path_frees.load(Relaxed);
     stats
+}
+
+/// The counts folded in by exited threads. Read under the registry lock
+/// (inside `with_threads`), so a thread that exits during the read is
+/// counted once: either folded here or still on the registry.
+fn read_folded(class: SizeClass, stats: &mut CacheStats) {
+    let counters = &cache(class).counters;
+    stats.allocations = counters.allocs_folded.load(Relaxed);
+    stats.frees = counters.frees_folded.load(Relaxed);
+}
+
+fn node_stats(node: NodeId, class: SizeClass) -> NodeStats {
+    let node_class = cache::node_class(node, class);
+    let (full, empty, barn_objects) = {
+        let barn = node_class.barn.lock();
+        let (full, empty) = barn.counts();
+        (full, empty, barn.objects_held())
+    };
+    let slabs = node_class.slabs.lock().counts();
+    NodeStats {
+        barn_full_sheaves: u64::from(full),
+        barn_empty_sheaves: u64::from(empty),
+        barn_objects,
+        slabs: slabs.slabs,
+        empty_slabs: slabs.empty_slabs,
+        slab_free_objects: slabs.free_objects,
+        bytes_held: slabs.slabs.saturating_mul(slab_bytes(class) as u64),
+        bytes_returned: slabs.bytes_returned,
+        return_failures: slabs.return_failures,
+    }
+}
+
+fn add_thread(stats: &mut CacheStats, view: ThreadClassView) {
+    stats.allocations = stats.allocations.wrapping_add(view.allocs);
+    stats.frees = stats.frees.wrapping_add(view.frees);
+    stats.thread_main_objects += u64::from(view.main_len);
+    if view.capacity > 0 {
+        stats.sheaf_capacity_in_use_min = stats.sheaf_capacity_in_use_min.min(view.capacity);
+        stats.sheaf_capacity_in_use_max = stats.sheaf_capacity_in_use_max.max(view.capacity);
+    }
+}
+
+/// The readings derived from the others.
+fn finish(class: SizeClass, stats: &mut CacheStats) {
+    if stats.sheaf_capacity_in_use_max == 0 {
+        stats.sheaf_capacity_in_use_min = 0;
+    }
+    stats.live_objects = (stats.allocations as i64).wrapping_sub(stats.frees as i64);
+    stats.live_bytes = stats
+        .live_objects
+        .saturating_mul(class.object_size() as i64);
 }
 
 /// A snapshot of the direct mappings (objects above the largest class).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LargeStats {
     /// Mappings made.
     pub allocations: u64,

@@ -11,49 +11,29 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::Path;
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use sheafalloc_core::stats::{cache_stats, large_stats, CacheStats, LargeStats};
+use sheafalloc_core::size_class::NUM_CLASSES;
+use sheafalloc_core::stats::{cache_stats, cache_stats_all, large_stats, CacheStats, LargeStats};
 use sheafalloc_core::{runtime, set_sheaf_capacity, CapacityOutOfRange, SizeClass};
 
 use crate::error::ApiError;
 
-/// One cache as the API shows it: the name and every field of
-/// `sheafalloc_core::CacheStats` (see its docs for each counter).
+/// One cache as the API shows it: the name and every statistic of the
+/// core's counter table (`sheafalloc_core::counters`), flattened, so a
+/// counter added there appears here without a line of this crate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs)] // Each field mirrors the documented `CacheStats` field.
 pub struct CacheView {
     /// `size-<object size>`, e.g. `size-256`.
     pub name: String,
-    pub object_size: u64,
-    pub sheaf_capacity: u32,
-    pub sheaf_capacity_in_use_min: u32,
-    pub sheaf_capacity_in_use_max: u32,
-    pub allocations: u64,
-    pub frees: u64,
-    pub live_objects: i64,
-    pub spare_swaps: u64,
-    pub barn_get_hits: u64,
-    pub barn_get_misses: u64,
-    pub barn_put_hits: u64,
-    pub barn_put_misses: u64,
-    pub slab_refills: u64,
-    pub refilled_objects: u64,
-    pub slab_flushes: u64,
-    pub flushed_objects: u64,
-    pub remote_frees: u64,
-    pub sheaf_resizes: u64,
-    pub alloc_failures: u64,
-    pub slow_path_allocs: u64,
-    pub slow_path_frees: u64,
-    pub barn_full_sheaves: u64,
-    pub barn_empty_sheaves: u64,
-    pub barn_objects: u64,
-    pub thread_main_objects: u64,
-    pub slabs: u64,
-    pub empty_slabs: u64,
-    pub slab_free_objects: u64,
-    pub bytes_held: u64,
-    pub bytes_returned: u64,
-    pub return_failures: u64,
+    /// The snapshot (JSON: its fields at the top level).
+    #[serde(flatten)]
+    pub stats: CacheStats,
+}
+
+impl core::ops::Deref for CacheView {
+    type Target = CacheStats;
+    fn deref(&self) -> &CacheStats {
+        &self.stats
+    }
 }
 
 impl CacheView {
@@ -61,67 +41,14 @@ impl CacheView {
     pub fn new(class: SizeClass, stats: &CacheStats) -> Self {
         Self {
             name: class.name().as_str().to_owned(),
-            object_size: stats.object_size,
-            sheaf_capacity: stats.sheaf_capacity,
-            sheaf_capacity_in_use_min: stats.sheaf_capacity_in_use_min,
-            sheaf_capacity_in_use_max: stats.sheaf_capacity_in_use_max,
-            allocations: stats.allocations,
-            frees: stats.frees,
-            live_objects: stats.live_objects,
-            spare_swaps: stats.spare_swaps,
-            barn_get_hits: stats.barn_get_hits,
-            barn_get_misses: stats.barn_get_misses,
-            barn_put_hits: stats.barn_put_hits,
-            barn_put_misses: stats.barn_put_misses,
-            slab_refills: stats.slab_refills,
-            refilled_objects: stats.refilled_objects,
-            slab_flushes: stats.slab_flushes,
-            flushed_objects: stats.flushed_objects,
-            remote_frees: stats.remote_frees,
-            sheaf_resizes: stats.sheaf_resizes,
-            alloc_failures: stats.alloc_failures,
-            slow_path_allocs: stats.slow_path_allocs,
-            slow_path_frees: stats.slow_path_frees,
-            barn_full_sheaves: stats.barn_full_sheaves,
-            barn_empty_sheaves: stats.barn_empty_sheaves,
-            barn_objects: stats.barn_objects,
-            thread_main_objects: stats.thread_main_objects,
-            slabs: stats.slabs,
-            empty_slabs: stats.empty_slabs,
-            slab_free_objects: stats.slab_free_objects,
-            bytes_held: stats.bytes_held,
-            bytes_returned: stats.bytes_returned,
-            return_failures: stats.return_failures,
+            stats: *stats,
         }
     }
 }
 
-/// Direct mappings (objects above the largest size class).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs)] // Each field mirrors the documented `LargeStats` field.
-pub struct LargeView {
-    pub allocations: u64,
-    pub frees: u64,
-    pub live_objects: i64,
-    pub bytes_held: u64,
-    pub bytes_returned: u64,
-    pub alloc_failures: u64,
-    pub remaps: u64,
-}
-
-impl From<LargeStats> for LargeView {
-    fn from(stats: LargeStats) -> Self {
-        Self {
-            allocations: stats.allocations,
-            frees: stats.frees,
-            live_objects: stats.live_objects,
-            bytes_held: stats.bytes_held,
-            bytes_returned: stats.bytes_returned,
-            alloc_failures: stats.alloc_failures,
-            remaps: stats.remaps,
-        }
-    }
-}
+/// Direct mappings (objects above the largest size class): the core's
+/// `LargeStats` as is.
+pub type LargeView = LargeStats;
 
 /// Threads with a thread cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,10 +89,13 @@ pub struct CapacityChanged {
     pub previous_sheaf_capacity: u32,
 }
 
-/// Snapshots every cache, smallest first.
+/// Snapshots every cache, smallest first (one pass over the threads).
 pub fn snapshot_all() -> Vec<(SizeClass, CacheStats)> {
+    let mut all = Box::new([CacheStats::default(); NUM_CLASSES]);
+    cache_stats_all(&mut all);
     SizeClass::all()
-        .map(|class| (class, cache_stats(class)))
+        .zip(all.iter())
+        .map(|(class, stats)| (class, *stats))
         .collect()
 }
 
@@ -178,7 +108,7 @@ pub(crate) async fn list() -> Json<CachesView> {
     let (live, ever) = runtime::thread_counts();
     Json(CachesView {
         caches,
-        large: large_stats().into(),
+        large: large_stats(),
         threads: ThreadsView { live, ever },
     })
 }

@@ -28,239 +28,15 @@ use axum::response::{IntoResponse, Response};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-use sheafalloc_core::cache::{default_sheaf_capacity, node_class};
+use sheafalloc_core::cache::default_sheaf_capacity;
 use sheafalloc_core::node::{node_count, nodes_are_simulated, NodeId};
-use sheafalloc_core::slab::slab_bytes;
-use sheafalloc_core::stats::{large_stats, CacheStats, LargeStats};
-use sheafalloc_core::{runtime, SizeClass};
+use sheafalloc_core::stats::{large_stats, CacheStats, LargeStats, NodeStats};
+use sheafalloc_core::{runtime, SizeClass, StatField, StatKind};
 
 use crate::caches::snapshot_all;
 use crate::error::ApiError;
 use crate::AppState;
 
-/// How a per-cache metric reads its value from a snapshot.
-#[derive(Clone, Copy)]
-enum CacheValue {
-    Counter(fn(&CacheStats) -> u64),
-    Gauge(fn(&CacheStats) -> i64),
-}
-
-/// One per-cache metric: name, help, reader.
-struct CacheMetric {
-    name: &'static str,
-    help: &'static str,
-    value: CacheValue,
-}
-
-const fn counter(
-    name: &'static str,
-    help: &'static str,
-    read: fn(&CacheStats) -> u64,
-) -> CacheMetric {
-    CacheMetric {
-        name,
-        help,
-        value: CacheValue::Counter(read),
-    }
-}
-
-const fn gauge(
-    name: &'static str,
-    help: &'static str,
-    read: fn(&CacheStats) -> i64,
-) -> CacheMetric {
-    CacheMetric {
-        name,
-        help,
-        value: CacheValue::Gauge(read),
-    }
-}
-
-fn gauge_value(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-// Values go out as f64 (the exposition format's type): exact up to 2^53.
-
-/// Every per-cache metric (label `cache`).
-const CACHE_METRICS: &[CacheMetric] = &[
-    counter(
-        "sheafalloc_allocations_total",
-        "Allocations served by the cache.",
-        |s| s.allocations,
-    ),
-    counter(
-        "sheafalloc_frees_total",
-        "Frees received by the cache.",
-        |s| s.frees,
-    ),
-    gauge(
-        "sheafalloc_live_objects",
-        "Objects allocated and not yet freed.",
-        |s| s.live_objects,
-    ),
-    gauge(
-        "sheafalloc_object_size_bytes",
-        "Slot size of the cache.",
-        |s| gauge_value(s.object_size),
-    ),
-    gauge(
-        "sheafalloc_sheaf_capacity",
-        "Sheaf capacity threads apply at their next exchange.",
-        |s| i64::from(s.sheaf_capacity),
-    ),
-    gauge(
-        "sheafalloc_sheaf_capacity_in_use_min",
-        "Smallest capacity of a main sheaf installed in a live thread (0: none installed).",
-        |s| i64::from(s.sheaf_capacity_in_use_min),
-    ),
-    gauge(
-        "sheafalloc_sheaf_capacity_in_use_max",
-        "Largest capacity of a main sheaf installed in a live thread.",
-        |s| i64::from(s.sheaf_capacity_in_use_max),
-    ),
-    counter(
-        "sheafalloc_spare_swaps_total",
-        "Main and spare sheaf swaps.",
-        |s| s.spare_swaps,
-    ),
-    counter(
-        "sheafalloc_barn_get_hits_total",
-        "Full sheaves taken from a barn.",
-        |s| s.barn_get_hits,
-    ),
-    counter(
-        "sheafalloc_barn_get_misses_total",
-        "Times a barn had no full sheaf (a slab refill followed).",
-        |s| s.barn_get_misses,
-    ),
-    counter(
-        "sheafalloc_barn_put_hits_total",
-        "Full sheaves stored in a barn.",
-        |s| s.barn_put_hits,
-    ),
-    counter(
-        "sheafalloc_barn_put_misses_total",
-        "Times a barn was at its limit (a slab flush followed).",
-        |s| s.barn_put_misses,
-    ),
-    counter(
-        "sheafalloc_slab_refills_total",
-        "Bulk refills of a sheaf from slabs.",
-        |s| s.slab_refills,
-    ),
-    counter(
-        "sheafalloc_slab_refilled_objects_total",
-        "Objects moved from slabs into sheaves.",
-        |s| s.refilled_objects,
-    ),
-    counter("sheafalloc_slab_flushes_total", "Flushes to slabs.", |s| {
-        s.slab_flushes
-    }),
-    counter(
-        "sheafalloc_slab_flushed_objects_total",
-        "Objects moved from sheaves to slabs.",
-        |s| s.flushed_objects,
-    ),
-    counter(
-        "sheafalloc_remote_frees_total",
-        "Frees of objects whose home node was not the freeing thread's node.",
-        |s| s.remote_frees,
-    ),
-    counter(
-        "sheafalloc_sheaf_resizes_total",
-        "Sheaves resized after a capacity change.",
-        |s| s.sheaf_resizes,
-    ),
-    counter(
-        "sheafalloc_alloc_failures_total",
-        "Allocations that failed because the OS refused memory.",
-        |s| s.alloc_failures,
-    ),
-    counter(
-        "sheafalloc_slow_path_allocations_total",
-        "Allocations that missed the fast path (main sheaf empty); a high share of allocations means the sheaf capacity is small for the bursts.",
-        |s| s.slow_path_allocs,
-    ),
-    counter(
-        "sheafalloc_slow_path_frees_total",
-        "Frees that missed the fast path (main sheaf full, or a remote object).",
-        |s| s.slow_path_frees,
-    ),
-    gauge(
-        "sheafalloc_barn_full_sheaves",
-        "Full sheaves waiting in barns (all nodes).",
-        |s| gauge_value(s.barn_full_sheaves),
-    ),
-    gauge(
-        "sheafalloc_barn_empty_sheaves",
-        "Empty sheaves waiting in barns (all nodes).",
-        |s| gauge_value(s.barn_empty_sheaves),
-    ),
-    gauge(
-        "sheafalloc_barn_objects",
-        "Free objects in barns' full sheaves.",
-        |s| gauge_value(s.barn_objects),
-    ),
-    gauge(
-        "sheafalloc_thread_main_objects",
-        "Free objects in live threads' main sheaves.",
-        |s| gauge_value(s.thread_main_objects),
-    ),
-    gauge(
-        "sheafalloc_slabs",
-        "Slabs held (full, partial and empty).",
-        |s| gauge_value(s.slabs),
-    ),
-    gauge("sheafalloc_empty_slabs", "Empty slabs held.", |s| {
-        gauge_value(s.empty_slabs)
-    }),
-    gauge(
-        "sheafalloc_slab_free_objects",
-        "Free objects in slabs.",
-        |s| gauge_value(s.slab_free_objects),
-    ),
-    gauge(
-        "sheafalloc_held_bytes",
-        "Bytes committed to the cache's slabs.",
-        |s| gauge_value(s.bytes_held),
-    ),
-    counter(
-        "sheafalloc_returned_bytes_total",
-        "Bytes returned to the OS.",
-        |s| s.bytes_returned,
-    ),
-    counter(
-        "sheafalloc_return_failures_total",
-        "Times the OS refused to take pages back.",
-        |s| s.return_failures,
-    ),
-];
-
-/// Per-node metrics (labels `cache`, `node`).
-const NODE_METRICS: &[(&str, &str)] = &[
-    (
-        "sheafalloc_node_barn_full_sheaves",
-        "Full sheaves in the node's barn.",
-    ),
-    (
-        "sheafalloc_node_barn_empty_sheaves",
-        "Empty sheaves in the node's barn.",
-    ),
-    ("sheafalloc_node_slabs", "Slabs the node holds."),
-    (
-        "sheafalloc_node_held_bytes",
-        "Bytes committed to the node's slabs.",
-    ),
-    (
-        "sheafalloc_node_slab_free_objects",
-        "Free objects in the node's slabs.",
-    ),
-];
-const NODE_RETURNED: (&str, &str) = (
-    "sheafalloc_node_returned_bytes_total",
-    "Bytes the node's slabs returned to the OS.",
-);
 /// Remote frees by destination (labels `cache`, `node` = the objects' home
 /// node, `from_node` = the freeing thread's node); only pairs with frees.
 const NODE_REMOTE_FREES: (&str, &str) = (
@@ -340,11 +116,11 @@ impl SnapshotCollector {
                 descs.push(desc);
             }
         };
-        for metric in CACHE_METRICS {
-            add(metric.name, metric.help, &["cache"]);
+        for field in CacheStats::FIELDS {
+            add(field.metric, field.help, &["cache"]);
         }
-        for (name, help) in NODE_METRICS.iter().chain([&NODE_RETURNED]) {
-            add(name, help, &["cache", "node"]);
+        for field in NodeStats::FIELDS {
+            add(field.metric, field.help, &["cache", "node"]);
         }
         add(
             NODE_REMOTE_FREES.0,
@@ -367,10 +143,9 @@ impl Collector for SnapshotCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         let mut caches = snapshot_all();
         caches.retain(|(class, stats)| is_reported(*class, stats));
-        let nodes = node_snapshot(&caches);
         let mut families = Vec::new();
         collect_caches(&caches, &mut families);
-        collect_nodes(&nodes, &mut families);
+        collect_nodes(&caches, node_count(), &mut families);
         collect_remote_frees(&caches, node_count(), &mut families);
         collect_global(large_stats(), runtime::thread_counts(), &mut families);
         families
@@ -380,8 +155,8 @@ impl Collector for SnapshotCollector {
 /// Whether a cache gets series (see "Which caches appear").
 fn is_reported(class: SizeClass, stats: &CacheStats) -> bool {
     stats.allocations > 0
-        || stats.slabs > 0
-        || stats.bytes_returned > 0
+        || stats.all_nodes.slabs > 0
+        || stats.all_nodes.bytes_returned > 0
         || stats.sheaf_capacity != default_sheaf_capacity(class)
 }
 
@@ -451,89 +226,48 @@ impl Family {
     }
 }
 
+/// A family for one statistic of the counter table.
+fn family_of<S>(field: &StatField<S>) -> Family {
+    match field.kind {
+        StatKind::Counter => Family::counter(field.metric, field.help),
+        StatKind::Gauge => Family::gauge(field.metric, field.help),
+    }
+}
+
 fn collect_caches(caches: &[(SizeClass, CacheStats)], families: &mut Vec<MetricFamily>) {
     let names: Vec<_> = caches.iter().map(|(class, _)| class.name()).collect();
-    for metric in CACHE_METRICS {
-        let mut family = match metric.value {
-            CacheValue::Counter(_) => Family::counter(metric.name, metric.help),
-            CacheValue::Gauge(_) => Family::gauge(metric.name, metric.help),
-        };
+    for field in CacheStats::FIELDS {
+        let mut family = family_of(field);
         for ((_, stats), name) in caches.iter().zip(&names) {
-            let value = match metric.value {
-                CacheValue::Counter(read) => read(stats) as f64,
-                CacheValue::Gauge(read) => read(stats) as f64,
-            };
-            family.sample(&[("cache", name.as_str())], value);
+            family.sample(&[("cache", name.as_str())], (field.read)(stats) as f64);
         }
         family.finish_into(families);
     }
 }
 
-/// One cache on one node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct NodeCacheStats {
-    class: SizeClass,
-    node: usize,
-    barn_full_sheaves: u64,
-    barn_empty_sheaves: u64,
-    slabs: u64,
-    held_bytes: u64,
-    slab_free_objects: u64,
-    returned_bytes: u64,
-}
-
-/// Reads each node's barn and slab counts for the caches that have been
-/// used (taking each lock briefly, as `cache_stats` does).
-fn node_snapshot(caches: &[(SizeClass, CacheStats)]) -> Vec<NodeCacheStats> {
-    let mut out = Vec::new();
+/// The per-node statistics of the caches whose memory is anywhere (one
+/// series per cache and node; sums over nodes are left to PromQL).
+fn collect_nodes(
+    caches: &[(SizeClass, CacheStats)],
+    nodes: usize,
+    families: &mut Vec<MetricFamily>,
+) {
+    let mut labels = Vec::new();
     for (class, stats) in caches {
-        if stats.slabs == 0 && stats.bytes_returned == 0 && stats.barn_empty_sheaves == 0 {
+        let all = &stats.all_nodes;
+        if all.slabs == 0 && all.bytes_returned == 0 && all.barn_empty_sheaves == 0 {
             continue;
         }
-        for node in NodeId::all() {
-            let node_class = node_class(node, *class);
-            let (full, empty) = node_class.barn.lock().counts();
-            let slabs = node_class.slabs.lock().counts();
-            out.push(NodeCacheStats {
-                class: *class,
-                node: node.index(),
-                barn_full_sheaves: u64::from(full),
-                barn_empty_sheaves: u64::from(empty),
-                slabs: slabs.slabs,
-                held_bytes: slabs.slabs.saturating_mul(slab_bytes(*class) as u64),
-                slab_free_objects: slabs.free_objects,
-                returned_bytes: slabs.bytes_returned,
-            });
+        for (node, node_stats) in stats.per_node.iter().enumerate().take(nodes) {
+            labels.push((class.name(), node.to_string(), node_stats));
         }
     }
-    out
-}
-
-fn collect_nodes(nodes: &[NodeCacheStats], families: &mut Vec<MetricFamily>) {
-    let labels: Vec<_> = nodes
-        .iter()
-        .map(|stats| (stats.class.name(), stats.node.to_string()))
-        .collect();
-    let readers: [fn(&NodeCacheStats) -> u64; 5] = [
-        |n| n.barn_full_sheaves,
-        |n| n.barn_empty_sheaves,
-        |n| n.slabs,
-        |n| n.held_bytes,
-        |n| n.slab_free_objects,
-    ];
-    let families_and_readers = NODE_METRICS
-        .iter()
-        .map(|(name, help)| Family::gauge(name, help))
-        .zip(readers)
-        .chain([(
-            Family::counter(NODE_RETURNED.0, NODE_RETURNED.1),
-            (|n| n.returned_bytes) as fn(&NodeCacheStats) -> u64,
-        )]);
-    for (mut family, read) in families_and_readers {
-        for (stats, (cache, node)) in nodes.iter().zip(&labels) {
+    for field in NodeStats::FIELDS {
+        let mut family = family_of(field);
+        for (cache, node, stats) in &labels {
             family.sample(
                 &[("cache", cache.as_str()), ("node", node.as_str())],
-                read(stats) as f64,
+                (field.read)(stats) as f64,
             );
         }
         family.finish_into(families);
@@ -632,29 +366,20 @@ mod tests {
 
     #[test]
     fn names_follow_the_conventions() {
-        let mut names: Vec<&str> = CACHE_METRICS.iter().map(|m| m.name).collect();
-        names.extend(NODE_METRICS.iter().map(|(name, _)| *name));
+        let mut names: Vec<&str> = CacheStats::FIELDS.iter().map(|f| f.metric).collect();
+        names.extend(NodeStats::FIELDS.iter().map(|f| f.metric));
         names.extend(GLOBAL_GAUGES.iter().map(|(name, _)| *name));
         names.extend(GLOBAL_COUNTERS.iter().map(|(name, _)| *name));
-        names.extend([NODE_RETURNED.0, NODE_REMOTE_FREES.0, NODE_INFO.0]);
+        names.extend([NODE_REMOTE_FREES.0, NODE_INFO.0]);
         let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "duplicate metric names");
         for name in &names {
             assert!(name.starts_with("sheafalloc_"), "{name}");
         }
-        for metric in CACHE_METRICS {
-            let is_counter = matches!(metric.value, CacheValue::Counter(_));
-            assert_eq!(
-                metric.name.ends_with("_total"),
-                is_counter,
-                "{}",
-                metric.name
-            );
-        }
         for (name, _) in GLOBAL_COUNTERS {
             assert!(name.ends_with("_total"), "{name}");
         }
-        for (name, _) in GLOBAL_GAUGES.iter().chain(NODE_METRICS) {
+        for (name, _) in GLOBAL_GAUGES {
             assert!(!name.ends_with("_total"), "{name}");
         }
     }
