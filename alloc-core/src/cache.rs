@@ -72,17 +72,41 @@ impl Cache {
     }
 }
 
-/// Why a capacity change was refused.
+/// Most bytes of objects one sheaf may hold: a thread holds at most two
+/// sheaves per class (main and spare), so this bounds what one thread can
+/// pin in one cache at 1 MiB. It is also what keeps the largest classes
+/// small: a 256 KiB object gets at most 2 per sheaf, not 256.
+pub const SHEAF_BYTES_MAX: usize = 512 * 1024;
+
+/// The largest capacity `class` accepts: `SHEAF_BYTES_MAX` worth of its
+/// objects, within `1..=SHEAF_CAPACITY_MAX`.
+pub fn max_sheaf_capacity(class: SizeClass) -> u32 {
+    let by_bytes = SHEAF_BYTES_MAX / class.object_size();
+    if by_bytes == 0 {
+        1
+    } else if by_bytes >= SHEAF_CAPACITY_MAX as usize {
+        SHEAF_CAPACITY_MAX
+    } else {
+        by_bytes as u32
+    }
+}
+
+/// Why a capacity change was refused: the value is outside
+/// `MIN..=max`, where `max` is the class's byte-bounded maximum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CapacityOutOfRange {
     /// The value asked for.
     pub requested: u64,
+    /// The largest capacity this class accepts ([`max_sheaf_capacity`]).
+    pub max: u32,
+    /// Slot size of the class, for the message.
+    pub object_size: usize,
 }
 
 impl CapacityOutOfRange {
     /// Smallest allowed capacity.
     pub const MIN: u32 = 1;
-    /// Largest allowed capacity.
+    /// Largest capacity any class accepts (small classes).
     pub const MAX: u32 = SHEAF_CAPACITY_MAX;
 }
 
@@ -90,10 +114,13 @@ impl core::fmt::Display for CapacityOutOfRange {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            "sheaf_capacity {} is outside the allowed range {}..={}",
+            "sheaf_capacity {} is outside the allowed range {}..={} for size-{} (at most {} objects per sheaf, and at most {} KiB of objects)",
             self.requested,
             Self::MIN,
-            Self::MAX
+            self.max,
+            self.object_size,
+            Self::MAX,
+            SHEAF_BYTES_MAX / 1024
         )
     }
 }
@@ -101,11 +128,12 @@ impl core::fmt::Display for CapacityOutOfRange {
 /// Sets the sheaf capacity of `class`; every thread applies it at its next
 /// sheaf exchange (growing or shrinking; excess objects go back to slabs).
 pub fn set_sheaf_capacity(class: SizeClass, capacity: u64) -> Result<(), CapacityOutOfRange> {
-    if capacity < u64::from(CapacityOutOfRange::MIN)
-        || capacity > u64::from(CapacityOutOfRange::MAX)
-    {
+    let max = max_sheaf_capacity(class);
+    if capacity < u64::from(CapacityOutOfRange::MIN) || capacity > u64::from(max) {
         return Err(CapacityOutOfRange {
             requested: capacity,
+            max,
+            object_size: class.object_size(),
         });
     }
     cache(class)

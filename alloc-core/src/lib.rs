@@ -83,7 +83,7 @@ pub mod stats;
 #[cfg(feature = "checks")]
 pub mod checks;
 
-pub use cache::{set_sheaf_capacity, CapacityOutOfRange};
+pub use cache::{max_sheaf_capacity, set_sheaf_capacity, CapacityOutOfRange, SHEAF_BYTES_MAX};
 pub use counters::{CacheStats, NodeStats, StatField, StatKind};
 pub use node::NodeId;
 pub use size_class::SizeClass;

@@ -63,13 +63,14 @@ pub fn large() -> LargeStats {
 pub enum SetCapacityError {
     /// No cache has this name.
     UnknownCache(String),
-    /// The capacity is outside `min..=max`.
+    /// The capacity is outside `min..=max` (`max` is the cache's own
+    /// limit: at most 256 objects and 512 KiB of objects per sheaf).
     OutOfRange {
         /// The value asked for.
         requested: u64,
         /// Smallest allowed.
         min: u32,
-        /// Largest allowed.
+        /// Largest allowed for this cache.
         max: u32,
     },
 }
@@ -94,11 +95,22 @@ impl fmt::Display for SetCapacityError {
 
 impl std::error::Error for SetCapacityError {}
 
-/// Smallest and largest sheaf capacity a cache accepts.
+/// Smallest and largest sheaf capacity any cache accepts; a cache's own
+/// maximum may be lower ([`sheaf_capacity_range`]).
 pub const SHEAF_CAPACITY_RANGE: (u32, u32) = (
     sheafalloc_core::CapacityOutOfRange::MIN,
     sheafalloc_core::CapacityOutOfRange::MAX,
 );
+
+/// The capacities cache `name` accepts: `1..=max`, where `max` keeps a
+/// sheaf within 256 objects and 512 KiB of objects (`None`: no such cache).
+pub fn sheaf_capacity_range(name: &str) -> Option<(u32, u32)> {
+    let class = SizeClass::from_name(name)?;
+    Some((
+        SHEAF_CAPACITY_RANGE.0,
+        sheafalloc_core::cache::max_sheaf_capacity(class),
+    ))
+}
 
 /// Sets the sheaf capacity of cache `name`. Every thread applies it at its
 /// next sheaf exchange (the next time its main sheaf runs empty or full),
@@ -110,7 +122,7 @@ pub fn set_sheaf_capacity(name: &str, capacity: u64) -> Result<(), SetCapacityEr
     sheafalloc_core::set_sheaf_capacity(class, capacity).map_err(|e| SetCapacityError::OutOfRange {
         requested: e.requested,
         min: SHEAF_CAPACITY_RANGE.0,
-        max: SHEAF_CAPACITY_RANGE.1,
+        max: e.max,
     })
 }
 

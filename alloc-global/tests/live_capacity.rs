@@ -104,5 +104,20 @@ fn bad_capacity_requests_are_refused_with_the_range() {
         ))
     );
     assert!(sheafalloc::set_sheaf_capacity("size-512", 256).is_ok());
+    // A sheaf holds at most 512 KiB of objects: 2 of the largest class.
+    assert_eq!(
+        sheafalloc::sheaf_capacity_range("size-262144"),
+        Some((1, 2))
+    );
+    let err = sheafalloc::set_sheaf_capacity("size-262144", 3).unwrap_err();
+    assert_eq!(
+        err,
+        sheafalloc::SetCapacityError::OutOfRange {
+            requested: 3,
+            min: 1,
+            max: 2
+        }
+    );
+    assert!(sheafalloc::set_sheaf_capacity("size-262144", 2).is_ok());
     sheafalloc::set_sheaf_capacity("size-512", 26).unwrap();
 }

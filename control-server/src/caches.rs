@@ -11,6 +11,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::Path;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use sheafalloc_core::cache::max_sheaf_capacity;
 use sheafalloc_core::size_class::NUM_CLASSES;
 use sheafalloc_core::stats::{cache_stats, cache_stats_all, large_stats, CacheStats, LargeStats};
 use sheafalloc_core::{runtime, set_sheaf_capacity, CapacityOutOfRange, SizeClass};
@@ -131,9 +132,10 @@ pub(crate) async fn set_capacity(
         crate::rejection_to_error(rejection.status(), rejection.body_text())
     })?;
     let request = parse_capacity_request(&body)?;
-    let capacity = capacity_value(&request.sheaf_capacity)?;
+    let capacity = capacity_value(class, &request.sheaf_capacity)?;
     let previous = cache_stats(class).sheaf_capacity;
-    set_sheaf_capacity(class, capacity).map_err(|error| out_of_range(error.requested))?;
+    set_sheaf_capacity(class, capacity)
+        .map_err(|error| ApiError::Unprocessable(error.to_string()))?;
     Ok(Json(CapacityChanged {
         name: class.name().as_str().to_owned(),
         sheaf_capacity: cache_stats(class).sheaf_capacity,
@@ -175,36 +177,39 @@ fn class_named(name: Result<Path<String>, PathRejection>) -> Result<SizeClass, A
 
 /// An integer capacity, or 422 for integers out of range, 400 for
 /// non-integers.
-fn capacity_value(number: &serde_json::Number) -> Result<u64, ApiError> {
+fn capacity_value(class: SizeClass, number: &serde_json::Number) -> Result<u64, ApiError> {
     if let Some(value) = number.as_u64() {
         return Ok(value);
     }
+    let max = max_sheaf_capacity(class);
     if number.as_i64().is_some() {
         // Negative.
-        return Err(out_of_range_text(&number.to_string()));
+        return Err(out_of_range_text(class, &number.to_string()));
     }
     match number.as_f64() {
         Some(value) if value.is_finite() && value.fract() == 0.0 => {
-            Err(out_of_range_text(&number.to_string()))
+            Err(out_of_range_text(class, &number.to_string()))
         }
         _ => Err(ApiError::BadRequest(format!(
-            "sheaf_capacity must be an integer in {}..={}, got {number}",
+            "sheaf_capacity must be an integer in {}..={max}, got {number}",
             CapacityOutOfRange::MIN,
-            CapacityOutOfRange::MAX
         ))),
     }
 }
 
-fn out_of_range(requested: u64) -> ApiError {
-    out_of_range_text(&requested.to_string())
-}
-
-fn out_of_range_text(requested: &str) -> ApiError {
-    ApiError::Unprocessable(format!(
-        "sheaf_capacity {requested} is outside the allowed range {}..={}",
-        CapacityOutOfRange::MIN,
-        CapacityOutOfRange::MAX
-    ))
+/// 422 for a number the core's range check never sees (negative, or too
+/// large for `u64`), with the core's wording of the range.
+fn out_of_range_text(class: SizeClass, requested: &str) -> ApiError {
+    let range = CapacityOutOfRange {
+        requested: 0,
+        max: max_sheaf_capacity(class),
+        object_size: class.object_size(),
+    }
+    .to_string();
+    let range = range
+        .split_once(" is ")
+        .map_or(range.as_str(), |(_, rest)| rest);
+    ApiError::Unprocessable(format!("sheaf_capacity {requested} is {range}"))
 }
 
 #[cfg(test)]
@@ -241,18 +246,19 @@ mod tests {
 
     #[test]
     fn capacities_are_classified() {
-        assert_eq!(capacity_value(&number("64")), Ok(64));
-        assert_eq!(capacity_value(&number("0")), Ok(0)); // range checked later
+        let class = SizeClass::from_name("size-256").unwrap();
+        assert_eq!(capacity_value(class, &number("64")), Ok(64));
+        assert_eq!(capacity_value(class, &number("0")), Ok(0)); // range checked later
         assert!(matches!(
-            capacity_value(&number("-1")),
+            capacity_value(class, &number("-1")),
+            Err(ApiError::Unprocessable(message)) if message.contains("-1 is outside the allowed range 1..=256 for size-256")
+        ));
+        assert!(matches!(
+            capacity_value(class, &number("1e30")),
             Err(ApiError::Unprocessable(_))
         ));
         assert!(matches!(
-            capacity_value(&number("1e30")),
-            Err(ApiError::Unprocessable(_))
-        ));
-        assert!(matches!(
-            capacity_value(&number("1.5")),
+            capacity_value(class, &number("1.5")),
             Err(ApiError::BadRequest(_))
         ));
     }

@@ -129,11 +129,27 @@ fn capacity_changes_and_its_bad_inputs() {
     assert_eq!(json["previous_sheaf_capacity"], original);
     assert_eq!(get(&agent, &cache_url).json()["sheaf_capacity"], 3);
 
-    for out_of_range in ["0", "257", "-5", "100000000000000000000", "1e30"] {
+    // 40 KiB objects: at most 12 fit the 512 KiB a sheaf may hold.
+    for out_of_range in ["0", "13", "257", "-5", "100000000000000000000", "1e30"] {
         let body = format!(r#"{{"sheaf_capacity": {out_of_range}}}"#);
         let message = put(&agent, &url, &body, None).expect_error(422);
-        assert!(message.contains("1..=256"), "{out_of_range}: {message}");
+        assert!(
+            message.contains("1..=12 for size-40960") && message.contains("512 KiB"),
+            "{out_of_range}: {message}"
+        );
     }
+    assert_eq!(
+        put(&agent, &url, r#"{"sheaf_capacity": 12}"#, None).status,
+        200
+    );
+    // The largest class: two 256 KiB objects per sheaf, not 256.
+    let largest = format!("{}/v1/caches/size-262144/sheaf_capacity", handle.url());
+    let message = put(&agent, &largest, r#"{"sheaf_capacity": 256}"#, None).expect_error(422);
+    assert!(message.contains("1..=2 for size-262144"), "{message}");
+    assert_eq!(
+        put(&agent, &url, r#"{"sheaf_capacity": 3}"#, None).status,
+        200
+    );
     for malformed in [
         r#"{"sheaf_capacity": "#,
         "",
@@ -351,14 +367,14 @@ fn unused_caches_appear_in_metrics_once_tuned() {
     let reply = put(
         &agent,
         &format!("{}/v1/caches/{unused}/sheaf_capacity", handle.url()),
-        r#"{"sheaf_capacity": 3}"#,
+        r#"{"sheaf_capacity": 1}"#,
         None,
     );
     assert_eq!(reply.status, 200, "{reply:?}");
     let after = get(&agent, &metrics_url).body;
     assert_eq!(
         sample(&after, &capacity_series(unused)),
-        Some(3.0),
+        Some(1.0),
         "{unused}"
     );
 }

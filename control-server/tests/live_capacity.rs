@@ -23,7 +23,8 @@ static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
 
 const CACHE: &str = "size-5632";
 const OBJECT_BYTES: usize = 5500;
-/// More objects than any capacity (`..=256`): every batch passes through
+/// More objects than any capacity of this cache (`..=93`, 512 KiB of
+/// 5632-byte objects): every batch passes through
 /// the slow paths, where threads apply the cache's capacity.
 const BATCH: usize = 300;
 /// Longest a worker runs, whatever happens to the test thread.
@@ -118,7 +119,7 @@ fn capacity_in_use_follows_a_put_under_a_live_workload() {
             && json["allocations"].as_u64().unwrap() >= 2 * BATCH as u64
     });
 
-    for target in [9u64, 2, 200] {
+    for target in [9u64, 2, 90] {
         assert_ne!(target, default_capacity);
         let before = get(&agent, &cache_url).json();
         let reply = put(
