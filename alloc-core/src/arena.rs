@@ -29,7 +29,7 @@ use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::node::{NodeId, MAX_NODES};
 use crate::os;
 use crate::slab::{SlabMeta, NIL};
-use crate::sync::Mutex;
+use crate::sync::{LockRank, Mutex};
 
 /// log2 of the chunk size.
 pub const CHUNK_SHIFT: u32 = 16;
@@ -78,18 +78,26 @@ static NODE_ARENAS: [NodeArena; MAX_NODES] = [const {
     NodeArena {
         meta: AtomicUsize::new(0),
         bump: AtomicU32::new(0),
-        inner: Mutex::new(ArenaInner {
-            bump: 0,
-            chunk_limit: 0,
-            meta_committed_bytes: 0,
-            free_runs: [NIL; ORDERS],
-            free_run_count: [0; ORDERS],
-        }),
+        inner: Mutex::new(
+            LockRank::Arena,
+            ArenaInner {
+                bump: 0,
+                chunk_limit: 0,
+                meta_committed_bytes: 0,
+                free_runs: [NIL; ORDERS],
+                free_run_count: [0; ORDERS],
+            },
+        ),
     }
 }; MAX_NODES];
 
-/// Reserves the regions of `node_count` nodes. Called once by the runtime.
+/// Reserves the regions of `node_count` nodes. Called by the runtime's
+/// initialisation; a second call (a child that redoes an initialisation
+/// its parent was in the middle of) keeps a reservation already made.
 pub(crate) fn init(node_count: usize) -> bool {
+    if ARENA_BASE.load(Ordering::Acquire) != 0 {
+        return true;
+    }
     let meta_entry = core::mem::size_of::<SlabMeta>();
     for shift in NODE_SPAN_SHIFTS {
         let span = 1usize << shift;
@@ -259,15 +267,16 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
     if !crate::checks::commit(node, start, end) {
         return None;
     }
-    match crate::topology::bind_mode() {
-        os::NumaBindMode::Off => {}
-        mode => {
-            let bytes = ((end - start) as usize) << CHUNK_SHIFT;
-            if !os::bind_to_node(region, bytes, crate::topology::os_node(node)) {
-                BIND_FAILURES.fetch_add(1, Ordering::Relaxed);
-                if mode == os::NumaBindMode::Strict {
-                    return None;
-                }
+    // Memory committed before the topology is known stays unbound (the
+    // kernel places it on first touch): binding it to node 0's OS node
+    // would pin every early slab to one node for good.
+    let mode = crate::topology::bind_mode();
+    if mode != os::NumaBindMode::Off && crate::topology::is_discovered() {
+        let bytes = ((end - start) as usize) << CHUNK_SHIFT;
+        if !os::bind_to_node(region, bytes, crate::topology::os_node(node), mode) {
+            BIND_FAILURES.fetch_add(1, Ordering::Relaxed);
+            if mode == os::NumaBindMode::Strict {
+                return None;
             }
         }
     }
@@ -304,6 +313,19 @@ fn commit_meta(node: NodeId, inner: &mut ArenaInner, chunks: u32) -> bool {
     }
     inner.meta_committed_bytes = target;
     true
+}
+
+/// Forces every arena lock open.
+///
+/// # Safety
+///
+/// 1. Runs in a `fork()` child in which no thread holds an arena lock; a
+///    lock found held belonged to a parent's thread that is not here.
+pub(crate) unsafe fn release_locks_of_vanished_threads() {
+    for arena in &NODE_ARENAS {
+        // SAFETY: duty 1.
+        unsafe { arena.inner.raw().force_unlock() };
+    }
 }
 
 /// Locks every node's arena (fork prepare handler).

@@ -17,12 +17,14 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub use crate::counters::CacheCounters;
 
 use crate::barn::Barn;
+use crate::exchange::Depot;
 use crate::node::{NodeId, MAX_NODES};
 use crate::os;
 use crate::sheaf::SHEAF_CAPACITY_MAX;
+use crate::sheaf::{SheafPool, SHEAF_POOL};
 use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::slab::{SlabList, EMPTY_DECAY_MS};
-use crate::sync::Mutex;
+use crate::sync::{LockRank, Mutex};
 
 /// Default sheaf capacity for a class, by object size: 64 / 64 / 32 / 8 / 2
 /// objects for under 256 B / under 1 KiB / under 4 KiB / up to 32 KiB /
@@ -48,6 +50,7 @@ pub fn default_sheaf_capacity(class: SizeClass) -> u32 {
 ///
 /// Invariant: `1 <= capacity <= SHEAF_CAPACITY_MAX` once initialised;
 /// `capacity == 0` means "not yet initialised, use the default".
+#[derive(Debug)]
 pub struct Cache {
     capacity: AtomicU32,
     /// Slow-path counters.
@@ -165,8 +168,8 @@ impl<T> core::ops::Deref for Padded<T> {
 static NODE_CLASSES: [[NodeClass; NUM_CLASSES]; MAX_NODES] = [const {
     [const {
         NodeClass {
-            barn: Padded(Mutex::new(Barn::new())),
-            slabs: Padded(Mutex::new(SlabList::new())),
+            barn: Padded(Mutex::new(LockRank::Barn, Barn::new())),
+            slabs: Padded(Mutex::new(LockRank::Slabs, SlabList::new())),
         }
     }; NUM_CLASSES]
 }; MAX_NODES];
@@ -183,7 +186,69 @@ pub fn cache(class: SizeClass) -> &'static Cache {
 /// The barn and slabs of `class` on `node`.
 #[inline]
 pub fn node_class(node: NodeId, class: SizeClass) -> &'static NodeClass {
-    &NODE_CLASSES[node.index()][class.index()]
+    // SAFETY: `node.index() < MAX_NODES` (NodeId invariant) and
+    // `class.index() < NUM_CLASSES` (SizeClass invariant).
+    unsafe {
+        NODE_CLASSES
+            .get_unchecked(node.index())
+            .get_unchecked(class.index())
+    }
+}
+
+/// The engine's [`Depot`] of one class: its barns and slabs in the static
+/// tables, the process-wide sheaf pool, the cache's capacity and counters.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassDepot {
+    class: SizeClass,
+    cache: &'static Cache,
+}
+
+impl ClassDepot {
+    /// The depot of `class`.
+    #[inline]
+    pub fn of(class: SizeClass) -> Self {
+        Self {
+            class,
+            cache: cache(class),
+        }
+    }
+}
+
+// SAFETY: (1) nothing here allocates or panics: static tables, futex locks
+// and OS mappings; (2) `barn` is the class's barn on `node`, and the slab
+// lists hand out each free object once (SlabList invariants); (3) the slab
+// list lock nests only the arena lock, which ranks above it.
+unsafe impl Depot for ClassDepot {
+    fn class(&self) -> SizeClass {
+        self.class
+    }
+
+    #[inline]
+    fn barn(&self, node: NodeId) -> &Mutex<Barn> {
+        &node_class(node, self.class).barn
+    }
+
+    fn refill(&self, node: NodeId, out: &mut [*mut u8]) -> usize {
+        refill_from_slabs(node, self.class, out)
+    }
+
+    unsafe fn flush(&self, node: NodeId, objects: &[*mut u8]) {
+        // SAFETY: duty 1 of `Depot::flush` is duty 1 of `flush_to_slabs`.
+        unsafe { flush_to_slabs(node, self.class, objects) }
+    }
+
+    fn pool(&self) -> &SheafPool {
+        &SHEAF_POOL
+    }
+
+    #[inline]
+    fn sheaf_capacity(&self) -> u32 {
+        self.cache.sheaf_capacity(self.class)
+    }
+
+    fn counters(&self) -> &CacheCounters {
+        &self.cache.counters
+    }
 }
 
 /// Returns objects to their slabs on `node` and counts the flush.
@@ -254,13 +319,14 @@ pub fn maybe_decay() {
     }
 }
 
-/// Locks every barn and slab list, in a fixed order (fork prepare).
+/// Locks every barn, then every slab list, each in table order: the lock
+/// order of `sync::LockRank` (fork prepare).
 pub(crate) fn lock_all_for_fork() {
-    for node in NODE_CLASSES.iter() {
-        for node_class in node.iter() {
-            node_class.barn.raw().lock();
-            node_class.slabs.raw().lock();
-        }
+    for node_class in NODE_CLASSES.iter().flatten() {
+        node_class.barn.raw().lock();
+    }
+    for node_class in NODE_CLASSES.iter().flatten() {
+        node_class.slabs.raw().lock();
     }
 }
 
@@ -270,13 +336,11 @@ pub(crate) fn lock_all_for_fork() {
 ///
 /// 1. The calling thread called `lock_all_for_fork` and has not unlocked.
 pub(crate) unsafe fn unlock_all_after_fork() {
-    for node in NODE_CLASSES.iter() {
-        for node_class in node.iter() {
-            // SAFETY: duty 1: this thread holds both locks.
-            unsafe {
-                node_class.slabs.raw().unlock();
-                node_class.barn.raw().unlock();
-            }
+    for node_class in NODE_CLASSES.iter().flatten() {
+        // SAFETY: duty 1: this thread holds both locks.
+        unsafe {
+            node_class.slabs.raw().unlock();
+            node_class.barn.raw().unlock();
         }
     }
 }

@@ -17,10 +17,18 @@
 //! 4. [`slab`] — objects carved from runs; partial/empty lists; decay.
 //! 5. [`sheaf`] — arrays of object pointers and their pool.
 //! 6. [`barn`] — per node and class: full and empty sheaves.
-//! 7. [`cache`] — per class: capacity, counters, barns and slabs of every node.
-//! 8. [`thread_cache`], [`runtime`], [`large`] — the per-thread fast path and
+//! 7. [`exchange`] — the one protocol for trading sheaves with barns, slabs
+//!    and the pool, over a [`exchange::Depot`].
+//! 8. [`cache`] — per class: capacity, counters, barns and slabs of every
+//!    node; the engine's depot.
+//! 9. [`thread_cache`], [`runtime`], [`large`] — the per-thread fast path and
 //!    its slow paths, process-wide set-up, direct mappings.
-//! 9. [`stats`] — snapshots for readers.
+//! 10. [`stats`] — snapshots for readers.
+//!
+//! Under `--cfg loom` only the layers the concurrency models exercise are
+//! built (`os`, `sync`, size classes, nodes, counters, sheaves, barns, the
+//! exchange and the per-class slow paths of `thread_cache`): the rest holds
+//! process-wide statics whose locks loom cannot construct at compile time.
 //!
 //! # Example
 //!
@@ -63,29 +71,41 @@ pub mod sync;
 pub mod counters;
 pub mod node;
 pub mod size_class;
+#[cfg(not(loom))]
 pub mod topology;
 
+#[cfg(not(loom))]
 pub mod arena;
+#[cfg(not(loom))]
 pub mod slab;
 
 pub mod sheaf;
 
 pub mod barn;
 
+pub mod exchange;
+
+#[cfg(not(loom))]
 pub mod cache;
 
+#[cfg(not(loom))]
 pub mod large;
+#[cfg(not(loom))]
 pub mod runtime;
 pub mod thread_cache;
 
+#[cfg(not(loom))]
 pub mod stats;
 
-#[cfg(feature = "checks")]
+#[cfg(all(feature = "checks", not(loom)))]
 pub mod checks;
 
+#[cfg(not(loom))]
 pub use cache::{max_sheaf_capacity, set_sheaf_capacity, CapacityOutOfRange, SHEAF_BYTES_MAX};
 pub use counters::{CacheStats, NodeStats, StatField, StatKind};
 pub use node::NodeId;
 pub use size_class::SizeClass;
+#[cfg(not(loom))]
 pub use stats::{cache_stats, cache_stats_all, large_stats, LargeStats};
+#[cfg(not(loom))]
 pub use thread_cache::ThreadCache;

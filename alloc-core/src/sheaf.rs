@@ -15,18 +15,24 @@ use core::ptr::{self, NonNull};
 use crate::node::NodeId;
 use crate::os;
 use crate::size_class::SizeClass;
-use crate::sync::Mutex;
+use crate::sync::{LockRank, Mutex};
 
-/// Largest sheaf capacity any cache can be set to.
+/// Largest sheaf capacity any cache can be set to (4 under loom, so that
+/// its models reach every limit in a few steps).
+#[cfg(not(loom))]
 pub const SHEAF_CAPACITY_MAX: u32 = 256;
+/// Largest sheaf capacity any cache can be set to (4 under loom, so that
+/// its models reach every limit in a few steps).
+#[cfg(loom)]
+pub const SHEAF_CAPACITY_MAX: u32 = 4;
 
 /// An array of free objects of one size class, all with the same home node.
 ///
 /// Invariants: `len <= capacity <= SHEAF_CAPACITY_MAX`; `objects[..len]`
 /// are distinct free objects of size class `class` whose home is `node`.
-/// A sheaf has exactly one owner at a time (a thread's main or spare slot,
-/// a barn stack, or the pool), and only the owner touches it; ownership
-/// moves under the barn or pool lock.
+/// A sheaf has exactly one owner at a time (a thread's main, spare or
+/// remote slot, a barn stack, or the pool), and only the owner touches it;
+/// ownership moves under the barn or pool lock.
 #[repr(C, align(64))]
 pub struct Sheaf {
     /// Objects held.
@@ -46,7 +52,49 @@ pub struct Sheaf {
 impl Sheaf {
     /// The held objects.
     pub fn held(&self) -> &[*mut u8] {
-        &self.objects[..self.len as usize]
+        self.objects.get(..self.len as usize).unwrap_or(&[])
+    }
+
+    /// The unused room up to the capacity, to be filled in place and then
+    /// counted with [`grow_by`](Self::grow_by).
+    pub fn free_storage(&mut self) -> &mut [*mut u8] {
+        self.objects
+            .get_mut(self.len as usize..self.capacity as usize)
+            .unwrap_or(&mut [])
+    }
+
+    /// Counts `filled` objects written into [`free_storage`](Self::free_storage).
+    pub fn grow_by(&mut self, filled: usize) {
+        let room = self.capacity.saturating_sub(self.len) as usize;
+        crate::invariant!(filled <= room, "sheaf filled past its capacity");
+        self.len = self.len.saturating_add(filled as u32);
+    }
+
+    /// Forgets every held object (they were handed elsewhere).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Sets the capacity of an empty sheaf (clamped to the storage).
+    pub fn set_capacity(&mut self, capacity: u32) {
+        crate::invariant!(self.len == 0, "capacity set on a sheaf with objects");
+        self.capacity = capacity.min(SHEAF_CAPACITY_MAX);
+    }
+
+    /// Lowers the capacity to `capacity`, first handing every object above
+    /// it to `flush` (which must take them: they leave the sheaf); raises
+    /// it up to the storage's size.
+    pub fn resize(&mut self, capacity: u32, flush: impl FnOnce(&[*mut u8])) {
+        let capacity = capacity.min(SHEAF_CAPACITY_MAX);
+        if self.len > capacity {
+            flush(
+                self.objects
+                    .get(capacity as usize..self.len as usize)
+                    .unwrap_or(&[]),
+            );
+            self.len = capacity;
+        }
+        self.capacity = capacity;
     }
 
     /// Pushes an object; returns false if the sheaf is at capacity.
@@ -54,18 +102,20 @@ impl Sheaf {
         if self.len >= self.capacity {
             return false;
         }
-        self.objects[self.len as usize] = object;
+        let Some(slot) = self.objects.get_mut(self.len as usize) else {
+            return false;
+        };
+        *slot = object;
         self.len += 1;
         true
     }
 
     /// Pops an object, if any.
     pub fn pop(&mut self) -> Option<*mut u8> {
-        if self.len == 0 {
-            return None;
-        }
-        self.len -= 1;
-        Some(self.objects[self.len as usize])
+        let len = self.len.checked_sub(1)?;
+        let object = *self.objects.get(len as usize)?;
+        self.len = len;
+        Some(object)
     }
 
     /// Checks the invariants that need no other state (tests and debug).
@@ -78,7 +128,7 @@ impl Sheaf {
         #[cfg(debug_assertions)]
         for (i, a) in self.held().iter().enumerate() {
             crate::invariant!(!a.is_null(), "null object in sheaf");
-            for b in &self.held()[i + 1..] {
+            for b in self.held().get(i + 1..).unwrap_or(&[]) {
                 crate::invariant!(a != b, "object twice in one sheaf");
             }
         }
@@ -95,6 +145,9 @@ pub struct SheafPool {
 
 struct PoolInner {
     free: *mut Sheaf,
+    /// The newest mapped block; each block's first word links the one
+    /// mapped before it (its first sheaf-sized slot is not handed out).
+    blocks: *mut u8,
     cursor: usize,
     end: usize,
     mapped_bytes: u64,
@@ -105,19 +158,35 @@ struct PoolInner {
 // only touched under the pool's lock.
 unsafe impl Send for PoolInner {}
 
+#[cfg(not(loom))]
 const POOL_BLOCK_BYTES: usize = 256 * 1024;
+/// Under loom each model execution makes its own pool: keep it small.
+#[cfg(loom)]
+const POOL_BLOCK_BYTES: usize = 4096;
 
 impl SheafPool {
+    const EMPTY: PoolInner = PoolInner {
+        free: ptr::null_mut(),
+        blocks: ptr::null_mut(),
+        cursor: 0,
+        end: 0,
+        mapped_bytes: 0,
+        sheaves: 0,
+    };
+
     /// An empty pool.
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
         Self {
-            inner: Mutex::new(PoolInner {
-                free: ptr::null_mut(),
-                cursor: 0,
-                end: 0,
-                mapped_bytes: 0,
-                sheaves: 0,
-            }),
+            inner: Mutex::new(LockRank::Pool, Self::EMPTY),
+        }
+    }
+
+    /// An empty pool (not `const` under loom, whose locks are not).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            inner: Mutex::new(LockRank::Pool, Self::EMPTY),
         }
     }
 
@@ -133,15 +202,19 @@ impl SheafPool {
                 sheaf
             } else {
                 let size = core::mem::size_of::<Sheaf>();
-                if inner.cursor + size > inner.end {
+                if inner.end.wrapping_sub(inner.cursor) < size {
                     let block = os::map(POOL_BLOCK_BYTES, os::page_size())?;
-                    inner.cursor = block.as_ptr() as usize;
-                    inner.end = inner.cursor + POOL_BLOCK_BYTES;
-                    inner.mapped_bytes += POOL_BLOCK_BYTES as u64;
+                    // SAFETY: a fresh, page-aligned mapping of
+                    // POOL_BLOCK_BYTES: its first word is ours to write.
+                    unsafe { block.as_ptr().cast::<*mut u8>().write(inner.blocks) };
+                    inner.blocks = block.as_ptr();
+                    inner.cursor = (block.as_ptr() as usize).wrapping_add(size);
+                    inner.end = (block.as_ptr() as usize).wrapping_add(POOL_BLOCK_BYTES);
+                    inner.mapped_bytes = inner.mapped_bytes.wrapping_add(POOL_BLOCK_BYTES as u64);
                 }
                 let sheaf = inner.cursor as *mut Sheaf;
-                inner.cursor += size;
-                inner.sheaves += 1;
+                inner.cursor = inner.cursor.wrapping_add(size);
+                inner.sheaves = inner.sheaves.wrapping_add(1);
                 sheaf
             }
         };
@@ -183,6 +256,27 @@ impl SheafPool {
     }
 }
 
+/// A pool that goes away unmaps its blocks (the engine's pool is a static
+/// and never does; pools of tests and models do). Every sheaf it handed
+/// out goes with them.
+impl Drop for SheafPool {
+    fn drop(&mut self) {
+        let mut inner = self.inner.lock();
+        let mut block = inner.blocks;
+        inner.blocks = ptr::null_mut();
+        drop(inner);
+        while let Some(live) = NonNull::new(block) {
+            // SAFETY: the first word of each block links the previous one
+            // (written when it was mapped).
+            block = unsafe { live.as_ptr().cast::<*mut u8>().read() };
+            // SAFETY: `live` is a mapping of POOL_BLOCK_BYTES made by
+            // `os::map` in `take`; `&mut self` means no one can take a
+            // sheaf from it any more.
+            unsafe { os::unmap(live, POOL_BLOCK_BYTES) };
+        }
+    }
+}
+
 impl Default for SheafPool {
     fn default() -> Self {
         Self::new()
@@ -190,9 +284,10 @@ impl Default for SheafPool {
 }
 
 /// The process-wide sheaf pool.
+#[cfg(not(loom))]
 pub static SHEAF_POOL: SheafPool = SheafPool::new();
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -15,7 +15,7 @@ use crate::node::NodeId;
 use crate::runtime;
 use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::slab::slab_bytes;
-use crate::thread_cache::ThreadClassView;
+use crate::thread_cache::SlotView;
 
 pub use crate::counters::{CacheStats, NodeStats};
 
@@ -128,7 +128,7 @@ fn node_stats(node: NodeId, class: SizeClass) -> NodeStats {
     }
 }
 
-fn add_thread(stats: &mut CacheStats, view: ThreadClassView) {
+fn add_thread(stats: &mut CacheStats, view: SlotView) {
     stats.allocations = stats.allocations.wrapping_add(view.allocs);
     stats.frees = stats.frees.wrapping_add(view.frees);
     stats.thread_main_objects += u64::from(view.main_len);

@@ -24,7 +24,7 @@ use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::node::{node_count, nodes_are_simulated, NodeId, MAX_NODES};
 use crate::os;
-use crate::sync::RawLock;
+use crate::sync::{LockRank, RawLock};
 
 /// CPUs the map can describe; higher CPU numbers count as node 0.
 pub const MAX_CPUS: usize = 1024;
@@ -35,7 +35,12 @@ static OS_NODE: [AtomicU32; MAX_NODES] = [const { AtomicU32::new(0) }; MAX_NODES
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 static SOURCE: AtomicU8 = AtomicU8::new(TopologySource::SingleNode as u8);
 static ROUND_ROBIN: AtomicU8 = AtomicU8::new(0);
-static PUBLISH_LOCK: RawLock = RawLock::new();
+static PUBLISH_LOCK: RawLock = RawLock::new(LockRank::Topology);
+
+/// The publication lock, for the fork handlers.
+pub(crate) fn publish_lock() -> &'static RawLock {
+    &PUBLISH_LOCK
+}
 
 /// Where the allocator's topology came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +77,12 @@ pub fn source() -> TopologySource {
         3 => TopologySource::Discovered,
         _ => TopologySource::SingleNode,
     }
+}
+
+/// True once a discoverer published the real topology (memory binding
+/// waits for it).
+pub fn is_discovered() -> bool {
+    source() == TopologySource::Discovered
 }
 
 /// Bumped after every publication; threads compare it on slow paths.
@@ -195,8 +206,9 @@ pub(crate) fn node_for_new_thread() -> NodeId {
 }
 
 /// How slab memory is bound to its node: off for one node and for
-/// simulated nodes; otherwise `SHEAFALLOC_NUMA_BIND` = `strict` or
-/// `advisory` (the default) or `off`.
+/// simulated nodes; otherwise `SHEAFALLOC_NUMA_BIND` = `strict` (only the
+/// node), `advisory` (the default: prefer the node, spill elsewhere rather
+/// than fail) or `off`. Nothing is bound before the topology is published.
 pub fn bind_mode() -> os::NumaBindMode {
     static MODE: AtomicU8 = AtomicU8::new(0);
     match MODE.load(Ordering::Relaxed) {

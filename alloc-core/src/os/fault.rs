@@ -64,3 +64,25 @@ pub(crate) fn should_fail(point: FaultPoint) -> bool {
 pub(crate) fn should_fail(_point: FaultPoint) -> bool {
     false
 }
+
+#[cfg(feature = "fault-injection")]
+static INIT_PAUSE_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Makes the next one-time initialisation pause for `ms` milliseconds in
+/// its middle (after the arena is reserved), so a test can `fork()` while
+/// another thread is initialising.
+#[cfg(feature = "fault-injection")]
+pub fn pause_next_init(ms: u64) {
+    INIT_PAUSE_MS.store(ms, Ordering::SeqCst);
+}
+
+/// The pause `pause_next_init` asked for, once.
+pub(crate) fn pause_in_init() {
+    #[cfg(feature = "fault-injection")]
+    {
+        let ms = INIT_PAUSE_MS.swap(0, Ordering::SeqCst);
+        if ms > 0 {
+            super::sleep_ms(ms);
+        }
+    }
+}

@@ -244,6 +244,24 @@ pub fn monotonic_ms() -> u64 {
     now.tv_sec as u64 * 1000 + now.tv_nsec as u64 / 1_000_000
 }
 
+/// The calling process's id.
+pub fn process_id() -> u32 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// Sleeps for `ms` milliseconds (tests' fault hooks only).
+pub fn sleep_ms(ms: u64) {
+    let request = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: `request` is a valid timespec; the remainder is not wanted.
+    unsafe {
+        libc::nanosleep(&request, ptr::null_mut());
+    }
+}
+
 /// Gives up the CPU.
 pub fn yield_now() {
     // SAFETY: sched_yield has no preconditions.
@@ -267,6 +285,17 @@ pub fn thread_exit_key(destructor: unsafe extern "C" fn(*mut c_void)) -> Option<
 }
 
 impl ThreadExitKey {
+    /// The key as a number, to keep in an atomic.
+    pub fn raw(self) -> u32 {
+        self.0
+    }
+
+    /// The key `raw` returned. Only numbers from [`ThreadExitKey::raw`]
+    /// name keys; any other makes `set` fail (it is never unsafe).
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        Some(Self(raw))
+    }
+
     /// Sets the calling thread's value; non-null makes the destructor run.
     /// The pointer is stored, never dereferenced here.
     #[allow(clippy::not_unsafe_ptr_arg_deref)]
@@ -421,20 +450,31 @@ pub fn current_cpu_fast() -> Option<u32> {
     current_cpu()
 }
 
-/// What to do when binding memory to its node fails.
+/// How slab memory is tied to its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NumaBindMode {
     /// Do not bind (one node, or simulated nodes).
     Off,
-    /// Count the failure and use the memory anyway.
+    /// Prefer the node (`MPOL_PREFERRED`): the kernel takes pages from
+    /// another node when this one is full instead of failing, so binding
+    /// can never cause an out-of-memory kill. A failed `mbind` is counted
+    /// and the memory used anyway.
     Advisory,
-    /// Fail the refill that needed the memory.
+    /// Only the node (`MPOL_BIND`): pages come from it or the allocation
+    /// fails; a failed `mbind` fails the refill that needed the memory.
     Strict,
 }
 
-/// Binds `[ptr, ptr + bytes)` to OS node `os_node` (`mbind(MPOL_BIND)`).
-pub fn bind_to_node(ptr: NonNull<u8>, bytes: usize, os_node: u32) -> bool {
+/// Ties `[ptr, ptr + bytes)` to OS node `os_node`: `MPOL_PREFERRED` in
+/// advisory mode, `MPOL_BIND` in strict mode (`Off` does nothing).
+pub fn bind_to_node(ptr: NonNull<u8>, bytes: usize, os_node: u32, mode: NumaBindMode) -> bool {
+    const MPOL_PREFERRED: libc::c_int = 1;
     const MPOL_BIND: libc::c_int = 2;
+    let policy = match mode {
+        NumaBindMode::Off => return true,
+        NumaBindMode::Advisory => MPOL_PREFERRED,
+        NumaBindMode::Strict => MPOL_BIND,
+    };
     let mut mask = [0u64; 16];
     let word = os_node as usize / 64;
     if word >= mask.len() {
@@ -448,7 +488,7 @@ pub fn bind_to_node(ptr: NonNull<u8>, bytes: usize, os_node: u32) -> bool {
             libc::SYS_mbind,
             ptr.as_ptr(),
             bytes,
-            MPOL_BIND,
+            policy,
             mask.as_ptr(),
             (mask.len() * 64) as u64,
             0u32,

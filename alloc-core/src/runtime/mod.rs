@@ -1,0 +1,45 @@
+//! Process-wide set-up and the hooks the OS calls back:
+//!
+//! * [`init`](ensure_init) — one-time initialisation, safe against a
+//!   `fork()` that interrupts it;
+//! * `registry` — the live thread caches;
+//! * `fork` — the `pthread_atfork` handlers, which take every lock in the
+//!   order of `sync::LockRank`;
+//! * [`purge`] — give free memory back to the OS now.
+
+mod fork;
+mod init;
+mod registry;
+
+pub use init::ensure_init;
+#[cfg(feature = "fault-injection")]
+pub use init::init_in_progress;
+pub use registry::thread_counts;
+pub(crate) use registry::{register, unregister, with_threads};
+
+use crate::cache::{self, ClassDepot};
+use crate::exchange;
+use crate::node::NodeId;
+use crate::size_class::SizeClass;
+
+/// Returns free memory to the OS now: empties every barn into the slabs and
+/// returns every empty slab. Objects cached in threads' own sheaves stay
+/// (each thread flushes its own: see `ThreadCache::flush_all`). Returns the
+/// bytes returned.
+pub fn purge() -> u64 {
+    if !init::is_ready() {
+        return 0;
+    }
+    let mut returned: u64 = 0;
+    for node in NodeId::all() {
+        for class in SizeClass::all() {
+            exchange::drain_barn(&ClassDepot::of(class), node);
+            let released = cache::node_class(node, class)
+                .slabs
+                .lock()
+                .release_empty(node, class);
+            returned = returned.saturating_add(released);
+        }
+    }
+    returned
+}

@@ -1,0 +1,198 @@
+//! The per-thread cache: for every size class a *main* and a *spare* sheaf.
+//!
+//! `alloc-global` keeps one [`ThreadCache`] per thread in a const-initialised
+//! `thread_local!` without destructor. The module splits by concern:
+//!
+//! * this file — the cache itself and its fast paths (`pop`, `push`), and
+//!   the entry points of the slow paths;
+//! * [`sheaves`] — one class's slots and the slow paths that trade sheaves
+//!   through the exchange protocol (`crate::exchange`), live capacity;
+//! * [`remote`] — batching frees whose home is another node;
+//! * `life_cycle` — attach, node changes, flush, exit, counters for readers.
+//!
+//! # Layout
+//!
+//! The fast path touches one 32-byte [`HotSlot`] per class: the main sheaf's
+//! length, capacity and object array are copied into it while the sheaf is
+//! installed, so popping and pushing need no pointer chase to the sheaf
+//! header. The header's `len` is written back ("stashed") before the sheaf
+//! moves. A slot with `capacity == 0` has no sheaf: both fast paths fail and
+//! the slow path sets things up; a new thread starts that way, with no
+//! initialisation at all.
+//!
+//! # Counters
+//!
+//! `allocs` and `frees` sit in the hot slot and are bumped with a relaxed
+//! load and store (a plain add on x86-64): no atomic read-modify-write on
+//! the fast path. Exiting threads fold them into the cache.
+
+#[cfg(not(loom))]
+mod life_cycle;
+pub mod remote;
+pub mod sheaves;
+
+pub use sheaves::{ClassSheaves, ColdSlot, HotSlot};
+
+#[cfg(not(loom))]
+pub use engine::ThreadCache;
+#[cfg(not(loom))]
+pub use life_cycle::{uncached_alloc, uncached_free};
+#[cfg(not(loom))]
+pub(crate) use sheaves::SlotView;
+
+#[cfg(not(loom))]
+mod engine {
+    use core::cell::Cell;
+    use core::ptr;
+    use core::sync::atomic::{AtomicPtr, AtomicUsize};
+
+    use super::life_cycle::{SlowPathGuard, ThreadState};
+    use super::{ClassSheaves, ColdSlot, HotSlot};
+    use crate::arena;
+    use crate::cache::{self, cache, CacheCounters, ClassDepot};
+    use crate::node::NodeId;
+    use crate::size_class::{SizeClass, NUM_CLASSES};
+
+    /// One thread's sheaves and counters.
+    ///
+    /// Invariants: `node_span == 0` unless the state is `Active`; while
+    /// `Active`, `[node_base, node_base + node_span)` is the arena region
+    /// of `node`, the thread is on the runtime's registry, and every sheaf
+    /// in `cold` holds objects of its class whose home is `node` (remote
+    /// batches: their own node). The registry links are touched only under
+    /// the registry lock.
+    pub struct ThreadCache {
+        pub(super) hot: [HotSlot; NUM_CLASSES],
+        pub(super) node_base: Cell<usize>,
+        pub(super) node_span: Cell<usize>,
+        pub(super) node: Cell<NodeId>,
+        pub(super) state: Cell<ThreadState>,
+        #[cfg(debug_assertions)]
+        pub(super) in_slow_path: Cell<bool>,
+        pub(super) cold: [ColdSlot; NUM_CLASSES],
+        pub(super) owner_thread: AtomicUsize,
+        pub(crate) registry_prev: AtomicPtr<ThreadCache>,
+        pub(crate) registry_next: AtomicPtr<ThreadCache>,
+    }
+
+    impl ThreadCache {
+        /// A fresh cache: no sheaves, nothing registered.
+        pub const fn new() -> Self {
+            Self {
+                hot: [const { HotSlot::new() }; NUM_CLASSES],
+                node_base: Cell::new(0),
+                node_span: Cell::new(0),
+                node: Cell::new(NodeId::ZERO),
+                state: Cell::new(ThreadState::Fresh),
+                #[cfg(debug_assertions)]
+                in_slow_path: Cell::new(false),
+                cold: [const { ColdSlot::new() }; NUM_CLASSES],
+                owner_thread: AtomicUsize::new(0),
+                registry_prev: AtomicPtr::new(ptr::null_mut()),
+                registry_next: AtomicPtr::new(ptr::null_mut()),
+            }
+        }
+
+        #[inline(always)]
+        pub(super) fn hot(&self, class: SizeClass) -> &HotSlot {
+            // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+            unsafe { self.hot.get_unchecked(class.index()) }
+        }
+
+        #[inline(always)]
+        pub(super) fn sheaves(&self, class: SizeClass) -> ClassSheaves<'_> {
+            // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+            let cold = unsafe { self.cold.get_unchecked(class.index()) };
+            ClassSheaves::new(self.hot(class), cold)
+        }
+
+        /// HOT PATH (alloc): pop from the main sheaf, or `None` if it is
+        /// empty or missing. Budget: no atomic RMW, no lock, no call, one
+        /// branch.
+        #[inline(always)]
+        pub fn pop(&self, class: SizeClass) -> Option<*mut u8> {
+            self.hot(class).pop()
+        }
+
+        /// HOT PATH (free): push onto the main sheaf if the object's home is
+        /// this thread's node and the sheaf has room; false otherwise.
+        /// Budget: no atomic RMW, no lock, no call, two well-predicted
+        /// branches.
+        #[inline(always)]
+        pub fn push(&self, class: SizeClass, object: *mut u8) -> bool {
+            if (object as usize).wrapping_sub(self.node_base.get()) >= self.node_span.get() {
+                return false;
+            }
+            self.hot(class).push(object)
+        }
+
+        /// Slow path of allocation: main is empty or missing. Returns null
+        /// only if the OS refuses memory.
+        #[cold]
+        #[inline(never)]
+        pub fn alloc_slow(&self, class: SizeClass) -> *mut u8 {
+            if !self.ensure_active() {
+                return super::uncached_alloc(self.node.get(), class);
+            }
+            let _guard = SlowPathGuard::enter(self);
+            CacheCounters::add(&cache(class).counters.slow_path_allocs, 1);
+            self.follow_node();
+            let object = self
+                .sheaves(class)
+                .alloc_slow(&ClassDepot::of(class), self.node.get());
+            cache::maybe_decay();
+            object
+        }
+
+        /// Slow path of free: main is full or missing, or the object is
+        /// remote.
+        ///
+        /// # Safety
+        ///
+        /// 1. `object` was returned by allocation for `class` (of this
+        ///    allocator) and is no longer used.
+        #[cold]
+        #[inline(never)]
+        pub unsafe fn dealloc_slow(&self, class: SizeClass, object: *mut u8) {
+            if !self.ensure_active() {
+                // SAFETY: duty 1.
+                return unsafe { super::uncached_free(class, object) };
+            }
+            let _guard = SlowPathGuard::enter(self);
+            self.follow_node();
+            let depot = ClassDepot::of(class);
+            CacheCounters::add(&cache(class).counters.slow_path_frees, 1);
+            let node = self.node.get();
+            match arena::home_node(object as usize) {
+                // SAFETY: duty 1; the object's home is this thread's node.
+                Some(home) if home == node => unsafe {
+                    self.sheaves(class).free_slow(&depot, node, object)
+                },
+                // Never cache an object on a node that is not its home:
+                // batch it for its home node.
+                // SAFETY: duty 1; `home` differs from `node`.
+                Some(home) => unsafe {
+                    self.sheaves(class).free_remote(&depot, node, object, home)
+                },
+                None => crate::invariant!(false, "free of a pointer outside the arena"),
+            }
+        }
+
+        /// Sheaf capacity of the installed main sheaf of `class` in this
+        /// thread (0 if none is installed).
+        pub fn main_capacity(&self, class: SizeClass) -> u32 {
+            self.hot(class).capacity()
+        }
+
+        /// The node this thread allocates on.
+        pub fn node(&self) -> NodeId {
+            self.node.get()
+        }
+    }
+
+    impl Default for ThreadCache {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! One thread's sheaves of one size class: the fast-path [`HotSlot`], the
+//! sheaves behind it ([`ColdSlot`]: main, spare, remote batch), and the
+//! slow paths that trade them through the exchange protocol.
+//!
+//! Everything here works on a [`ClassSheaves`] view and a [`Depot`]; it
+//! knows nothing of thread-locals, the registry or the static caches, so
+//! the loom models run exactly this code on barns and slabs of their own.
+
+use core::cell::Cell;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use crate::counters::CacheCounters;
+use crate::exchange::{self, Depot};
+use crate::node::NodeId;
+use crate::sheaf::Sheaf;
+
+/// The fast-path state of one class in one thread.
+///
+/// Invariants: if the class's main sheaf is installed, `objects` points to
+/// its object array, `capacity` equals its capacity and `len <= capacity`
+/// is its true length (the header's `len` is stale until stashed);
+/// otherwise `len == capacity == 0` and `objects` is null. Written only by
+/// the owning thread; the fields are atomics only so that a statistics
+/// reader on another thread may load them without a data race (relaxed
+/// loads and stores: plain moves on x86-64, no read-modify-write).
+#[repr(C, align(32))]
+pub struct HotSlot {
+    len: AtomicU32,
+    capacity: AtomicU32,
+    objects: AtomicPtr<*mut u8>,
+    allocs: AtomicU64,
+    frees: AtomicU64,
+}
+
+impl HotSlot {
+    /// A slot with no sheaf installed.
+    pub const fn new() -> Self {
+        Self {
+            len: AtomicU32::new(0),
+            capacity: AtomicU32::new(0),
+            objects: AtomicPtr::new(ptr::null_mut()),
+            allocs: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
+        }
+    }
+
+    /// HOT PATH (alloc): pop from the main sheaf, or `None` if it is empty
+    /// or missing. Budget: no atomic RMW, no lock, no call, one branch.
+    #[inline(always)]
+    pub fn pop(&self) -> Option<*mut u8> {
+        let len = self.len.load(Relaxed).checked_sub(1)?;
+        // SAFETY: `len < capacity`, and `objects[..len + 1]` are valid
+        // entries of the installed main sheaf (HotSlot invariant).
+        let object = unsafe { *self.objects.load(Relaxed).add(len as usize) };
+        self.len.store(len, Relaxed);
+        self.allocs
+            .store(self.allocs.load(Relaxed).wrapping_add(1), Relaxed);
+        Some(object)
+    }
+
+    /// HOT PATH (free): push onto the main sheaf if it has room. Budget: no
+    /// atomic RMW, no lock, no call, one well-predicted branch.
+    #[inline(always)]
+    pub fn push(&self, object: *mut u8) -> bool {
+        let len = self.len.load(Relaxed);
+        if len >= self.capacity.load(Relaxed) {
+            return false;
+        }
+        // SAFETY: `len < capacity <= SHEAF_CAPACITY_MAX`, so the entry lies
+        // in the installed main sheaf's array (HotSlot invariant).
+        unsafe { *self.objects.load(Relaxed).add(len as usize) = object };
+        self.len.store(len.wrapping_add(1), Relaxed);
+        self.frees
+            .store(self.frees.load(Relaxed).wrapping_add(1), Relaxed);
+        true
+    }
+
+    /// Counts a free that did not go through `push` (remote, or straight
+    /// to the slabs).
+    pub(crate) fn count_free(&self) {
+        self.frees
+            .store(self.frees.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
+    /// Moves the allocation and free counts out (zeroing them).
+    pub(crate) fn take_counts(&self) -> (u64, u64) {
+        (self.allocs.swap(0, Relaxed), self.frees.swap(0, Relaxed))
+    }
+
+    /// What a reader on another thread may see (racy by design).
+    pub(crate) fn view(&self) -> SlotView {
+        SlotView {
+            allocs: self.allocs.load(Relaxed),
+            frees: self.frees.load(Relaxed),
+            capacity: self.capacity.load(Relaxed),
+            main_len: self.len.load(Relaxed),
+        }
+    }
+
+    /// Capacity of the installed main sheaf (0 if none).
+    pub fn capacity(&self) -> u32 {
+        self.capacity.load(Relaxed)
+    }
+
+    /// Objects in the installed main sheaf.
+    pub fn len(&self) -> u32 {
+        self.len.load(Relaxed)
+    }
+
+    /// True when no object is in the main sheaf (or none is installed).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for HotSlot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a statistics reader may see of one slot.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SlotView {
+    pub allocs: u64,
+    pub frees: u64,
+    pub capacity: u32,
+    pub main_len: u32,
+}
+
+/// The sheaves of one class in one thread, owned by the thread: only it
+/// reads or writes these cells.
+pub struct ColdSlot {
+    main: Cell<*mut Sheaf>,
+    spare: Cell<*mut Sheaf>,
+    /// Objects freed by this thread whose home is another node, waiting to
+    /// be handed over in one batch (`node` of the sheaf = their home).
+    pub(super) remote: Cell<*mut Sheaf>,
+}
+
+impl ColdSlot {
+    /// No sheaves.
+    pub const fn new() -> Self {
+        Self {
+            main: Cell::new(ptr::null_mut()),
+            spare: Cell::new(ptr::null_mut()),
+            remote: Cell::new(ptr::null_mut()),
+        }
+    }
+}
+
+impl Default for ColdSlot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One thread's view of its sheaves of one class.
+///
+/// Invariants (with the depot's class `c` and the thread's node `n`):
+/// `main` and `spare`, when not null, are owned sheaves of class `c` whose
+/// objects' home is `n`; the hot slot mirrors `main` (HotSlot invariant);
+/// `remote`, when not null, is an owned sheaf whose objects' home is its
+/// `node`, which is not `n` while it holds objects.
+#[derive(Clone, Copy)]
+pub struct ClassSheaves<'a> {
+    pub(super) hot: &'a HotSlot,
+    pub(super) cold: &'a ColdSlot,
+}
+
+impl<'a> ClassSheaves<'a> {
+    /// The view of a slot pair owned by the calling thread.
+    pub fn new(hot: &'a HotSlot, cold: &'a ColdSlot) -> Self {
+        Self { hot, cold }
+    }
+
+    /// HOT PATH (alloc), see [`HotSlot::pop`].
+    #[inline(always)]
+    pub fn pop(self) -> Option<*mut u8> {
+        self.hot.pop()
+    }
+
+    /// HOT PATH (free) of an object whose home is the thread's node, see
+    /// [`HotSlot::push`].
+    #[inline(always)]
+    pub fn push(self, object: *mut u8) -> bool {
+        self.hot.push(object)
+    }
+
+    /// Slow path of allocation on `node`: main is empty or missing. Returns
+    /// null only if the OS refuses memory.
+    pub fn alloc_slow<D: Depot>(self, depot: &D, node: NodeId) -> *mut u8 {
+        self.sync_capacity(depot);
+        if let Some(object) = self.pop() {
+            return object;
+        }
+        let Some(main) = self.main_sheaf(depot, node) else {
+            CacheCounters::add(&depot.counters().alloc_failures, 1);
+            return ptr::null_mut();
+        };
+        // 1. The spare has objects: swap.
+        let spare = self.cold.spare.get();
+        // SAFETY: the spare is owned by this thread (ColdSlot).
+        if !spare.is_null() && unsafe { (*spare).len } > 0 {
+            self.cold.spare.set(main.as_ptr());
+            self.install(spare);
+            CacheCounters::add(&depot.counters().spare_swaps, 1);
+            return self.pop().unwrap_or(ptr::null_mut());
+        }
+        // 2. Trade the empty main for a full sheaf at the barn.
+        // SAFETY: main is owned, stashed and empty (`pop` failed), of this
+        // class and node.
+        let main = match unsafe { exchange::take_full(depot, node, main) } {
+            Ok(full) => {
+                self.install(full.as_ptr());
+                self.sync_capacity(depot);
+                return self.pop().unwrap_or(ptr::null_mut());
+            }
+            Err(main) => main,
+        };
+        // 3. Refill the main sheaf from the slabs, in bulk.
+        // SAFETY: main is still ours (the barn had nothing to trade).
+        exchange::refill(depot, node, unsafe { &mut *main.as_ptr() });
+        self.install(main.as_ptr());
+        self.pop().unwrap_or(ptr::null_mut())
+    }
+
+    /// Slow path of freeing an object whose home is the thread's `node`:
+    /// main is full or missing.
+    ///
+    /// # Safety
+    ///
+    /// 1. `object` is a free object of the depot's class whose home is
+    ///    `node`, no longer used.
+    pub unsafe fn free_slow<D: Depot>(self, depot: &D, node: NodeId, object: *mut u8) {
+        self.sync_capacity(depot);
+        if self.push(object) {
+            return;
+        }
+        let Some(main) = self.main_sheaf(depot, node) else {
+            // SAFETY: duty 1.
+            return unsafe { self.free_to_slabs(depot, node, object) };
+        };
+        // A main sheaf created just now has room; only a full one goes on.
+        if self.push(object) {
+            return;
+        }
+        let spare = self.cold.spare.get();
+        // SAFETY: the spare is owned by this thread.
+        if spare.is_null() || unsafe { (*spare).len } == 0 {
+            // 1. An empty spare (or a new one): swap.
+            let empty = NonNull::new(spare)
+                .or_else(|| exchange::empty_sheaf(depot, node, depot.sheaf_capacity()));
+            if let Some(empty) = empty {
+                self.cold.spare.set(main.as_ptr());
+                self.install(empty.as_ptr());
+                self.sync_capacity(depot);
+                CacheCounters::add(&depot.counters().spare_swaps, 1);
+                if self.push(object) {
+                    return;
+                }
+                // SAFETY: duty 1.
+                return unsafe { self.free_to_slabs(depot, node, object) };
+            }
+        } else {
+            // 2. Both full: trade main for an empty sheaf at the barn.
+            // SAFETY: main is owned, stashed, full (len > 0), of this class
+            // and node.
+            if let Ok(empty) = unsafe { exchange::put_full(depot, node, main) } {
+                self.uninstall();
+                let empty =
+                    empty.or_else(|| exchange::empty_sheaf(depot, node, depot.sheaf_capacity()));
+                if let Some(empty) = empty {
+                    self.install(empty.as_ptr());
+                    self.sync_capacity(depot);
+                    if self.push(object) {
+                        return;
+                    }
+                }
+                // SAFETY: duty 1.
+                return unsafe { self.free_to_slabs(depot, node, object) };
+            }
+            // The barn is at its limit: main is still ours.
+        }
+        // 3. Flush the main sheaf to the slabs and start it over.
+        // SAFETY: main is owned and stashed; its objects are free objects
+        // of this class whose home is `node`.
+        unsafe { exchange::flush(depot, node, &mut *main.as_ptr()) };
+        self.install(main.as_ptr());
+        let pushed = self.push(object);
+        crate::invariant!(pushed, "push into a flushed sheaf failed");
+    }
+
+    /// Frees one object straight to the slabs (no sheaf could take it).
+    ///
+    /// # Safety
+    ///
+    /// 1. As `free_slow`.
+    unsafe fn free_to_slabs<D: Depot>(self, depot: &D, node: NodeId, object: *mut u8) {
+        // SAFETY: duty 1.
+        unsafe { depot.flush(node, &[object]) };
+        self.hot.count_free();
+    }
+
+    /// Hands every sheaf and the remote batch back to the barns, slabs and
+    /// pool: the thread holds nothing of this class afterwards.
+    pub fn give_back<D: Depot>(self, depot: &D, node: NodeId) {
+        self.stash();
+        let main = self.cold.main.replace(ptr::null_mut());
+        let spare = self.cold.spare.replace(ptr::null_mut());
+        self.uninstall();
+        for sheaf in [main, spare] {
+            if let Some(sheaf) = NonNull::new(sheaf) {
+                // SAFETY: owned by this thread until now, stashed, objects
+                // of this class whose home is `node` (ClassSheaves
+                // invariant); not touched again.
+                unsafe { exchange::dispose(depot, node, sheaf) };
+            }
+        }
+        self.release_remote(depot, node);
+    }
+
+    /// The installed main sheaf, stashed; creates one if there is none.
+    fn main_sheaf<D: Depot>(self, depot: &D, node: NodeId) -> Option<NonNull<Sheaf>> {
+        self.stash();
+        if let Some(main) = NonNull::new(self.cold.main.get()) {
+            return Some(main);
+        }
+        let sheaf = exchange::empty_sheaf(depot, node, depot.sheaf_capacity())?;
+        self.install(sheaf.as_ptr());
+        Some(sheaf)
+    }
+
+    /// Writes the hot length back into the main sheaf's header.
+    fn stash(self) {
+        let main = self.cold.main.get();
+        if !main.is_null() {
+            // SAFETY: main is owned by this thread.
+            unsafe { (*main).len = self.hot.len.load(Relaxed) };
+        }
+    }
+
+    /// Makes `sheaf` (owned, stashed) the main sheaf.
+    fn install(self, sheaf: *mut Sheaf) {
+        self.cold.main.set(sheaf);
+        // SAFETY: the caller hands us an owned sheaf.
+        unsafe {
+            self.hot
+                .objects
+                .store((*sheaf).objects.as_mut_ptr(), Relaxed);
+            self.hot.capacity.store((*sheaf).capacity, Relaxed);
+            self.hot.len.store((*sheaf).len, Relaxed);
+        }
+    }
+
+    fn uninstall(self) {
+        self.cold.main.set(ptr::null_mut());
+        self.hot.len.store(0, Relaxed);
+        self.hot.capacity.store(0, Relaxed);
+        self.hot.objects.store(ptr::null_mut(), Relaxed);
+    }
+
+    /// Applies the depot's current capacity to main and spare, returning
+    /// objects above a smaller capacity to the slabs.
+    fn sync_capacity<D: Depot>(self, depot: &D) {
+        let target = depot.sheaf_capacity();
+        let main = self.cold.main.get();
+        // SAFETY: main and spare are owned by this thread.
+        if !main.is_null() && unsafe { (*main).capacity } != target {
+            self.stash();
+            // SAFETY: owned and stashed.
+            resize(depot, unsafe { &mut *main }, target);
+            self.install(main);
+        }
+        let spare = self.cold.spare.get();
+        // SAFETY: as above.
+        if !spare.is_null() && unsafe { (*spare).capacity } != target {
+            // SAFETY: owned.
+            resize(depot, unsafe { &mut *spare }, target);
+        }
+    }
+
+    /// Capacity of the installed main sheaf (0 if none).
+    pub fn main_capacity(self) -> u32 {
+        self.hot.capacity()
+    }
+
+    /// Capacity of the spare sheaf (0 if none).
+    pub fn spare_capacity(self) -> u32 {
+        let spare = self.cold.spare.get();
+        if spare.is_null() {
+            0
+        } else {
+            // SAFETY: owned by this thread.
+            unsafe { (*spare).capacity }
+        }
+    }
+
+    /// Objects held in main, spare and the remote batch.
+    pub fn objects_held(self) -> u32 {
+        let count = |sheaf: *mut Sheaf| {
+            if sheaf.is_null() {
+                0
+            } else {
+                // SAFETY: owned by this thread.
+                unsafe { (*sheaf).len }
+            }
+        };
+        self.hot
+            .len()
+            .saturating_add(count(self.cold.spare.get()))
+            .saturating_add(count(self.cold.remote.get()))
+    }
+}
+
+/// Resizes an owned sheaf to `target`, objects above it going to its
+/// node's slabs.
+fn resize<D: Depot>(depot: &D, sheaf: &mut Sheaf, target: u32) {
+    let node = sheaf.node;
+    sheaf.resize(target, |excess| {
+        // SAFETY: the objects above `target` are free objects of this class
+        // whose home is the sheaf's node, leaving the sheaf now.
+        unsafe { depot.flush(node, excess) }
+    });
+    CacheCounters::add(&depot.counters().sheaf_resizes, 1);
+}
