@@ -1,9 +1,13 @@
 //! fork() from a multi-threaded parent whose threads allocate hard: the
 //! child can allocate and free, every time.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::child::{wait_for_child, ChildEnd};
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -59,24 +63,11 @@ fn children_of_a_busy_parent_can_allocate() {
             // test-harness teardown.
             unsafe { libc::_exit(code) };
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            let mut status = 0;
-            // SAFETY: waiting for our own child.
-            let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if rc == pid {
-                break status;
-            }
-            if Instant::now() > deadline {
-                // SAFETY: killing our own child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                panic!("child {pid} hung (deadlock after fork?)");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "child failed: status {status:#x}"
+        let end = wait_for_child(pid, Duration::from_secs(30));
+        assert_eq!(
+            end,
+            ChildEnd::Exited(0),
+            "child {pid} (a hang: deadlock after fork?)"
         );
     }
     stop.store(true, Ordering::Relaxed);

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: content patterns and seeds.
 #![allow(dead_code)]
 
+pub mod child;
+
 /// The byte every position of an object holds: derived from the object's
 /// address, its size and a generation, so a misplaced, overlapping or stale
 /// object shows up as a mismatch.
