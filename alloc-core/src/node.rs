@@ -58,6 +58,7 @@ pub fn nodes_are_simulated() -> bool {
 
 /// Decides the node count; called once by the runtime's initialisation
 /// before any node other than 0 is used.
+#[cfg(not(loom))]
 pub(crate) fn discover_node_count() -> usize {
     let count = match crate::os::env(c"SHEAFALLOC_NUMA_NODES").and_then(crate::os::parse_decimal) {
         Some(n) if n >= 1 => {
@@ -71,6 +72,7 @@ pub(crate) fn discover_node_count() -> usize {
 }
 
 /// Highest online node + 1, from a list like `0` or `0-1` or `0,2-3`.
+#[cfg(not(loom))]
 fn online_nodes_from_sys() -> Option<usize> {
     let mut buf = [0u8; 256];
     let len = crate::os::read_small_file(c"/sys/devices/system/node/online", &mut buf)?;

@@ -251,6 +251,7 @@ impl SheafPool {
     }
 
     /// The lock, for the fork handlers.
+    #[cfg(not(loom))]
     pub(crate) fn raw_lock(&self) -> &crate::sync::RawLock {
         self.inner.raw()
     }

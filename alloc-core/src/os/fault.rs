@@ -77,6 +77,7 @@ pub fn pause_next_init(ms: u64) {
 }
 
 /// The pause `pause_next_init` asked for, once.
+#[cfg(not(loom))]
 pub(crate) fn pause_in_init() {
     #[cfg(feature = "fault-injection")]
     {

@@ -84,11 +84,13 @@ impl HotSlot {
     }
 
     /// Moves the allocation and free counts out (zeroing them).
+    #[cfg(not(loom))]
     pub(crate) fn take_counts(&self) -> (u64, u64) {
         (self.allocs.swap(0, Relaxed), self.frees.swap(0, Relaxed))
     }
 
     /// What a reader on another thread may see (racy by design).
+    #[cfg(not(loom))]
     pub(crate) fn view(&self) -> SlotView {
         SlotView {
             allocs: self.allocs.load(Relaxed),
@@ -121,6 +123,7 @@ impl Default for HotSlot {
 }
 
 /// What a statistics reader may see of one slot.
+#[cfg(not(loom))]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SlotView {
     pub allocs: u64,
