@@ -5,12 +5,20 @@
 //! `#[inline(always)]` fast paths are inlined into the loop exactly as they
 //! would be behind `#[global_allocator]`, and the C allocators are FFI calls
 //! either way. The bench's own global allocator stays `System`.
+//!
+//! Without the `peers` feature only the names remain (the workload binaries
+//! of sheafalloc and the system allocator need no more).
 
+#[cfg(feature = "peers")]
 use std::alloc::{GlobalAlloc, System};
 
+#[cfg(feature = "peers")]
 static SHEAF: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+#[cfg(feature = "peers")]
 static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "peers")]
 static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(feature = "peers")]
 static SNMALLOC: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc::new();
 
 /// One allocator under comparison.
@@ -38,6 +46,7 @@ pub const ALL: [Peer; 5] = [
 ];
 
 /// Generic code to run with one allocator (a generic closure, by hand).
+#[cfg(feature = "peers")]
 pub trait Visit {
     /// What the code returns.
     type Output;
@@ -68,6 +77,7 @@ impl Peer {
     }
 
     /// Runs `code` monomorphised for this allocator.
+    #[cfg(feature = "peers")]
     pub fn visit<V: Visit>(self, code: V) -> V::Output {
         match self {
             Peer::Sheaf => code.visit(&SHEAF),

@@ -1,4 +1,4 @@
-//! Workload 1: alloc+free pairs of mixed small sizes on one thread.
+//! Alloc+free pairs of mixed small sizes on one thread.
 //!
 //! The sizes cycle through 16, 32, 48, 64, 96, 128, 256 and 512 bytes; each
 //! object is allocated, touched and freed at once, so this measures the
