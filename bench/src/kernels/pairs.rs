@@ -29,3 +29,19 @@ pub fn run<A: GlobalAlloc>(a: &A, pairs: usize) -> f64 {
     }
     start.elapsed().as_nanos() as f64 / pairs as f64
 }
+
+/// Runs `pairs` alloc+free pairs of one `size` with `a` (what the
+/// fast-path instruction budget counts). The layout passes through
+/// `black_box` on every iteration, so the size-to-class step runs each
+/// time, as for a size not known at compile time.
+#[inline(never)]
+pub fn run_one_size<A: GlobalAlloc>(a: &A, size: usize, pairs: u64) {
+    let layout = std::alloc::Layout::from_size_align(size, 8).expect("a valid layout");
+    for i in 0..pairs {
+        let layout = black_box(layout);
+        let object = alloc_touch(a, layout, i as u8);
+        // SAFETY: `object` came from `a.alloc(layout)` just above and is
+        // freed once, with the same layout.
+        unsafe { a.dealloc(object, layout) };
+    }
+}

@@ -96,29 +96,69 @@ async fn catalog(State(served): State<Arc<Served>>) -> Json<shop::Catalog> {
     Json(shop::catalog())
 }
 
+/// The service, running on its own runtime.
+#[derive(Debug)]
+pub struct Server {
+    runtime: tokio::runtime::Runtime,
+    address: SocketAddr,
+    served: Arc<Served>,
+}
+
+impl Server {
+    /// Starts the service on 127.0.0.1 (a port the OS picks).
+    pub fn start() -> Result<Self, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKERS)
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))?;
+        let served = Arc::new(Served::default());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(SocketAddr::from((
+                [127, 0, 0, 1],
+                0,
+            ))))
+            .map_err(|e| format!("bind: {e}"))?;
+        let address = listener.local_addr().map_err(|e| e.to_string())?;
+        let app = router(served.clone());
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        Ok(Self {
+            runtime,
+            address,
+            served,
+        })
+    }
+
+    /// Where it listens.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Requests answered so far.
+    pub fn served(&self) -> u64 {
+        self.served.0.load(Ordering::Relaxed)
+    }
+
+    /// Asks `endpoint` once over a plain connection and checks the answer
+    /// against the same work done locally.
+    pub fn check(&self, endpoint: Endpoint) -> Result<(), String> {
+        check_answer(self.address, endpoint)
+    }
+
+    /// Stops the runtime (open connections are dropped).
+    pub fn stop(self) {
+        self.runtime.shutdown_timeout(Duration::from_secs(1));
+    }
+}
+
 /// Runs the service and the load: `warmup` whole seconds of load first
 /// (none if 0), then `seconds` measured.
 pub fn run(endpoint: Endpoint, warmup: u64, seconds: u64) -> Result<Outcome, String> {
     wrk::check_installed()?;
     let baseline_rss = os::rss_bytes().unwrap_or(0);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .enable_io()
-        .enable_time()
-        .build()
-        .map_err(|e| format!("tokio runtime: {e}"))?;
-    let served = Arc::new(Served::default());
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind(SocketAddr::from((
-            [127, 0, 0, 1],
-            0,
-        ))))
-        .map_err(|e| format!("bind: {e}"))?;
-    let address = listener.local_addr().map_err(|e| e.to_string())?;
-    let app = router(served.clone());
-    runtime.spawn(async move { axum::serve(listener, app).await });
-
-    check_answer(address, endpoint)?;
+    let server = Server::start()?;
+    server.check(endpoint)?;
     let body = serde_json::to_string(&shop::order_request()).map_err(|e| e.to_string())?;
     let script = match endpoint {
         Endpoint::Orders => Some(wrk::post_json_script(&body)),
@@ -126,7 +166,7 @@ pub fn run(endpoint: Endpoint, warmup: u64, seconds: u64) -> Result<Outcome, Str
     };
     let load = |seconds| {
         wrk::run(&wrk::Load {
-            url: format!("http://{address}{}", endpoint.path()),
+            url: format!("http://{}{}", server.address(), endpoint.path()),
             seconds,
             script: script.as_deref(),
         })
@@ -134,12 +174,13 @@ pub fn run(endpoint: Endpoint, warmup: u64, seconds: u64) -> Result<Outcome, Str
     if warmup > 0 {
         load(warmup)?;
     }
-    let before = served.0.load(Ordering::Relaxed);
+    let before = server.served();
     let report = load(seconds)?;
-    let during = served.0.load(Ordering::Relaxed) - before;
+    let during = server.served() - before;
     let peak_rss = os::peak_rss_bytes().unwrap_or(0);
     let final_rss = os::rss_bytes().unwrap_or(0);
-    runtime.shutdown_timeout(Duration::from_secs(1));
+    let served = server.served();
+    server.stop();
     if report.non_2xx != 0 || report.socket_errors != 0 {
         return Err(format!(
             "wrk saw {} non-2xx answers and {} socket errors",
@@ -154,7 +195,7 @@ pub fn run(endpoint: Endpoint, warmup: u64, seconds: u64) -> Result<Outcome, Str
     }
     Ok(Outcome {
         load: report,
-        served: served.0.load(Ordering::Relaxed),
+        served,
         baseline_rss,
         peak_rss,
         final_rss,
