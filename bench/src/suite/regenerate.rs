@@ -86,13 +86,15 @@ fn readme_regions(
     });
     let provenance = format!(
         "From `results/{source}` (full tables and every round: `results/{report_file}`): \
-         commit {commit}, {} rounds ({}), {} with {} vCPUs, kernel {}, load average {} at the start.",
+         commit {commit}, {} rounds ({}), {} with {} vCPUs, kernel {}, load average {} at the \
+         start. {}",
         h.rounds,
         if h.quick { "quick" } else { "full" },
         h.machine.cpu,
         h.machine.cpus,
         h.machine.kernel,
-        h.load_average
+        h.load_average,
+        round_trip_regime(results),
     );
     let plain: Vec<&super::jobs::Job> = results.jobs.iter().filter(|j| !j.numa).collect();
     let strip_heading = |text: String| {
@@ -106,6 +108,37 @@ fn readme_regions(
         ("targets", strip_heading(targets::section(&results.jobs))),
         ("summary", strip_heading(table::summary(&plain))),
     ]
+}
+
+/// What the cross-thread runs' round trips say about the host during the
+/// run, in one sentence.
+fn round_trip_regime(results: &Results) -> String {
+    let mut all = sheafalloc_bench::summary::Samples::default();
+    for job in &results.jobs {
+        for variant in 0..job.variants.len() {
+            for peer in sheafalloc_bench::peers::ALL {
+                for value in job.samples(variant, peer, "rtt_ns").values() {
+                    all.push(*value);
+                }
+            }
+        }
+    }
+    let median = all.median();
+    if !median.is_finite() {
+        return String::new();
+    }
+    let fast = all.values().iter().filter(|&&v| v < 1000.0).count();
+    let regime = if median < 1000.0 {
+        "the threads mostly ran on two vCPUs at once"
+    } else {
+        "the threads mostly took turns on one vCPU: a busy host, not a quiet period, so \
+         cross-thread figures favour batching and are not final"
+    };
+    format!(
+        "Core-to-core round trip over the {} cross-thread runs: median {median:.0} ns, \
+         {fast} under 1 µs ({regime}).",
+        all.values().len()
+    )
 }
 
 fn file_name(path: &Path) -> String {
