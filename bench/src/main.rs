@@ -180,7 +180,7 @@ fn run_round(result: &mut TimedResult, round: usize, rounds: usize, scale: &Scal
     };
     let mut line = format!("round {round}/{rounds} {}:", workload.name());
     let mut values = [f64::NAN; peers::ALL.len()];
-    for peer in suite::round_order(round) {
+    for peer in peers::round_order(round) {
         let value = workload.measure(peer, scale);
         let index = peers::ALL.iter().position(|&p| p == peer).unwrap_or(0);
         values[index] = value;

@@ -89,7 +89,36 @@ impl Peer {
     }
 }
 
+/// The allocators in the order round `round` (from 1) runs them:
+/// [`ALL`] rotated left by `round - 1`, so each allocator goes first in
+/// turn and none always runs right after another.
+pub fn round_order(round: usize) -> Vec<Peer> {
+    let mut order = ALL.to_vec();
+    order.rotate_left(round.saturating_sub(1) % ALL.len());
+    order
+}
+
 /// Comma-separated names of all allocators (for help text and errors).
 pub fn names() -> String {
     ALL.map(Peer::name).join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotates_the_order_every_round() {
+        assert_eq!(round_order(1), ALL.to_vec());
+        assert_eq!(round_order(2)[0], Peer::System);
+        assert_eq!(round_order(5)[0], Peer::Snmalloc);
+        assert_eq!(round_order(6), round_order(1));
+        for round in 1..=5 {
+            let mut order = round_order(round);
+            order.sort_by_key(|p| p.name());
+            let mut all = ALL.to_vec();
+            all.sort_by_key(|p| p.name());
+            assert_eq!(order, all, "every allocator once per round");
+        }
+    }
 }

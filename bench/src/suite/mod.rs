@@ -154,15 +154,6 @@ fn file_stem(options: &SuiteOptions) -> &'static str {
     }
 }
 
-/// The allocators in the order round `round` (from 1) runs them:
-/// `peers::ALL` rotated left by `round - 1`, so each allocator goes first
-/// in turn.
-pub fn round_order(round: usize) -> Vec<Peer> {
-    let mut order = peers::ALL.to_vec();
-    order.rotate_left((round - 1) % peers::ALL.len());
-    order
-}
-
 /// One round of one job: every allocator (each variant, alternating their
 /// order from round to round) once, in the round's order.
 fn run_round(
@@ -177,7 +168,7 @@ fn run_round(
     if round % 2 == 0 {
         variants.reverse();
     }
-    for (slot, peer) in round_order(round).into_iter().enumerate() {
+    for (slot, peer) in peers::round_order(round).into_iter().enumerate() {
         let Some((_, binary)) = binaries.iter().find(|(p, _)| *p == peer) else {
             continue;
         };
