@@ -23,6 +23,7 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== tests" >&2
 cargo test --workspace --all-features --no-fail-fast
 
+bash scripts/check-fastpath-budget.sh  # instructions per alloc+free pair vs bench/budget.toml
 echo "== loom models" >&2
 bash scripts/loom.sh
 

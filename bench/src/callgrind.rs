@@ -8,9 +8,9 @@
 //! branch mispredictions and atomics' real cost.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::peers::{self, Peer};
+use sheafalloc_bench::instructions;
 
 /// Iteration counts of a default run.
 pub const FULL: (u64, u64) = (100_000, 1_100_000);
@@ -40,7 +40,7 @@ pub struct Count {
 impl Count {
     /// Instructions per pair.
     pub fn per_pair(&self, (n1, n2): (u64, u64)) -> f64 {
-        (self.ir2 as f64 - self.ir1 as f64) / (n2 - n1) as f64
+        instructions::per_operation((n1, self.ir1), (n2, self.ir2))
     }
 }
 
@@ -57,10 +57,7 @@ pub struct Counts {
 
 /// Counts every allocator; progress goes to stderr.
 pub fn measure_all(n: (u64, u64)) -> Result<Counts, String> {
-    let valgrind = crate::machine::output_of("valgrind", &["--version"]);
-    if valgrind == "unknown" {
-        return Err("valgrind not found on PATH".into());
-    }
+    let valgrind = instructions::valgrind_version().ok_or("valgrind not found on PATH")?;
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let dir =
         std::env::temp_dir().join(format!("sheafalloc-bench-callgrind-{}", std::process::id()));
@@ -94,101 +91,14 @@ fn count_pair(exe: &Path, dir: &Path, peer: Peer, (n1, n2): (u64, u64)) -> Resul
 /// and the warnings valgrind printed.
 fn count_one(exe: &Path, dir: &Path, peer: Peer, n: u64) -> Result<(u64, Vec<String>), String> {
     let out_file: PathBuf = dir.join(format!("callgrind.{}.{n}.out", peer.name()));
-    let output = Command::new("valgrind")
-        .arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", out_file.display()))
-        .arg(exe)
-        .args(["pairs", peer.name(), &n.to_string()])
-        .output()
-        .map_err(|e| format!("running valgrind: {e}"))?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        let mut error = format!(
-            "valgrind exited with {} for `pairs {} {n}`; its output (stack frames cut):\n{}",
-            output.status,
-            peer.name(),
-            brief(&stderr)
-        );
-        if stderr.contains("Failed to initialise snmalloc") {
-            error.push_str(SNMALLOC_HINT);
+    let args = ["pairs".to_owned(), peer.name().to_owned(), n.to_string()];
+    match instructions::count(exe, &args, &out_file) {
+        Ok(run) => Ok((run.instructions, run.warnings)),
+        Err(mut error) => {
+            if error.contains("Failed to initialise snmalloc") {
+                error.push_str(SNMALLOC_HINT);
+            }
+            Err(error)
         }
-        return Err(error);
-    }
-    let warnings = stderr
-        .lines()
-        .filter(|line| line.to_ascii_lowercase().contains("warning"))
-        .map(|line| strip_pid(line).to_owned())
-        .collect();
-    let text = std::fs::read_to_string(&out_file)
-        .map_err(|e| format!("reading {}: {e}", out_file.display()))?;
-    let total = parse_total(&text)
-        .ok_or_else(|| format!("no summary:/totals: line in {}", out_file.display()))?;
-    Ok((total, warnings))
-}
-
-/// Valgrind's output without the banner and long stack traces: the
-/// program's own lines, valgrind's messages, and the first three frames of
-/// each trace (each line at most 160 characters).
-fn brief(stderr: &str) -> String {
-    let mut lines = Vec::new();
-    let mut frames = 0;
-    for line in stderr
-        .lines()
-        .skip_while(|l| !l.contains("Command:"))
-        .skip(1)
-    {
-        let message = strip_pid(line).trim_end();
-        let is_frame =
-            message.trim_start().starts_with("at 0x") || message.trim_start().starts_with("by 0x");
-        frames = if is_frame { frames + 1 } else { 0 };
-        if message.is_empty() || frames > 3 {
-            continue;
-        }
-        lines.push(message.chars().take(160).collect::<String>());
-    }
-    lines.join("\n")
-}
-
-/// Drops valgrind's `==PID== ` prefix.
-fn strip_pid(line: &str) -> &str {
-    match line
-        .strip_prefix("==")
-        .and_then(|rest| rest.split_once("== "))
-    {
-        Some((_, message)) => message,
-        None => line,
-    }
-}
-
-/// The instruction total of a callgrind output file: the first number of
-/// its `summary:` line, or else of its `totals:` line.
-pub fn parse_total(text: &str) -> Option<u64> {
-    let first_number = |prefix: &str| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(prefix))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|number| number.parse().ok())
-    };
-    first_number("summary:").or_else(|| first_number("totals:"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_summary_then_totals() {
-        assert_eq!(
-            parse_total("events: Ir\nsummary: 12345\ntotals: 9\n"),
-            Some(12345)
-        );
-        assert_eq!(parse_total("events: Ir\ntotals: 77 3\n"), Some(77));
-        assert_eq!(parse_total("events: Ir\n"), None);
-    }
-
-    #[test]
-    fn strips_pid_prefix() {
-        assert_eq!(strip_pid("==123== Warning: x"), "Warning: x");
-        assert_eq!(strip_pid("plain"), "plain");
     }
 }

@@ -6,6 +6,9 @@
 //! through that allocator everywhere (std, tokio, sockets). The driver runs
 //! them in turn and reads the one [`record`] line each run prints.
 
+pub mod budget;
+pub mod instructions;
+pub mod kernels;
 pub mod peers;
 pub mod record;
 pub mod service;

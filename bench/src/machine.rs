@@ -3,7 +3,7 @@
 use std::process::Command;
 
 /// What the report says about where it ran.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Machine {
     /// CPU model name from `/proc/cpuinfo`.
     pub cpu: String,
@@ -52,6 +52,37 @@ pub fn output_of(program: &str, args: &[&str]) -> String {
             text.lines().next().map(str::to_owned)
         })
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// The load average (`/proc/loadavg`: 1, 5 and 15 minutes), as text.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The git commit checked out in the bench's source tree when this runs,
+/// and whether the tree had uncommitted changes (`None`: not a git tree).
+pub fn source_commit() -> Option<(String, bool)> {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let commit = Command::new("git")
+        .args(["-C", dir, "rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())?;
+    let dirty = Command::new("git")
+        .args(["-C", dir, "status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|out| !out.stdout.is_empty());
+    Some((commit, dirty))
 }
 
 impl Machine {

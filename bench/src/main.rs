@@ -60,6 +60,37 @@ fn main() {
         }
         Command::Run(options) => run(&options),
         Command::Suite(options) => suite::run(&options),
+        Command::Report { results, readmes } => report_command(results, readmes),
+    }
+}
+
+/// `sheafalloc-bench report`: regenerates a results file's report and the
+/// README tables.
+fn report_command(results: Option<std::path::PathBuf>, readmes: Option<Vec<std::path::PathBuf>>) {
+    let dir = suite::results_dir();
+    let results = results.unwrap_or_else(|| {
+        let full = dir.join("suite.jsonl");
+        if full.is_file() {
+            full
+        } else {
+            dir.join("suite-quick.jsonl")
+        }
+    });
+    let readmes = readmes.unwrap_or_else(|| {
+        vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/README.md"
+        ))]
+    });
+    eprintln!("report from {}", results.display());
+    let request = suite::regenerate::Request {
+        results,
+        readmes,
+        print: false,
+    };
+    if let Err(error) = suite::regenerate::run(&request) {
+        eprintln!("sheafalloc-bench report: {error}");
+        std::process::exit(1);
     }
 }
 
@@ -137,7 +168,8 @@ fn run(options: &RunOptions) {
     results_file::save_whole(&report);
 }
 
-/// One round of one workload: every allocator once, in `peers::ALL` order.
+/// One round of one workload: every allocator once, in the round's order
+/// (`peers::ALL` rotated by one allocator per round).
 fn run_round(result: &mut TimedResult, round: usize, rounds: usize, scale: &Scale) {
     let workload = result.workload;
     let with_rtt = workload == Workload::ProdCons;
@@ -147,10 +179,15 @@ fn run_round(result: &mut TimedResult, round: usize, rounds: usize, scale: &Scal
         f64::NAN
     };
     let mut line = format!("round {round}/{rounds} {}:", workload.name());
-    for (peer, samples) in peers::ALL.into_iter().zip(&mut result.samples) {
+    let mut values = [f64::NAN; peers::ALL.len()];
+    for peer in peers::round_order(round) {
         let value = workload.measure(peer, scale);
-        samples.push(value);
+        let index = peers::ALL.iter().position(|&p| p == peer).unwrap_or(0);
+        values[index] = value;
         line.push_str(&format!(" {} {value:.2}", short(peer)));
+    }
+    for (samples, value) in result.samples.iter_mut().zip(values) {
+        samples.push(value);
     }
     line.push_str(&format!(" {}", workload.unit()));
     if with_rtt {
@@ -161,8 +198,8 @@ fn run_round(result: &mut TimedResult, round: usize, rounds: usize, scale: &Scal
     eprintln!("{line}");
 }
 
-/// A short name for progress lines.
-fn short(peer: Peer) -> &'static str {
+/// A short name for progress lines and round orders.
+pub fn short(peer: Peer) -> &'static str {
     match peer {
         Peer::Sheaf => "sheaf",
         Peer::System => "sys",

@@ -16,10 +16,15 @@ usage:
       N alloc+free pairs with one allocator (what callgrind runs)
   sheafalloc-bench suite [--quick] [--rounds N] [--only PART[,PART...]]
       the network-service suite: runs the wl-ALLOCATOR binaries found next
-      to this one, interleaved round by round; PART is churn-256,
-      churn-2112, tx-1to1, tx-2to2, tcp-rr, udp-echo, larson, memory, numa
-      or callgrind (default: all); writes bench/results/suite.md and
-      suite.svg (suite-quick.* with --quick, suite-partial.* with --only)
+      to this one, interleaved round by round, the allocator order rotated
+      every round; PART is a workload name (`wl-system --list`), numa or
+      callgrind (default: all); logs every run to bench/results/suite.jsonl
+      and makes suite.md and suite.svg from it (suite-quick.* with --quick,
+      suite-partial.* with --only)
+  sheafalloc-bench report [RESULTS.jsonl] [--readme FILE]... [--no-readme]
+      regenerates the report and chart of a results file (default:
+      bench/results/suite.jsonl, else suite-quick.jsonl) and the generated
+      tables of bench/README.md (or of each FILE given)
 
 The table goes to stdout and to bench/results/latest.md; progress to stderr.";
 
@@ -69,6 +74,13 @@ pub enum Command {
     },
     /// The network-service suite.
     Suite(SuiteOptions),
+    /// The report generator.
+    Report {
+        /// The results file (`None`: the default one).
+        results: Option<std::path::PathBuf>,
+        /// READMEs to update (`None`: bench/README.md).
+        readmes: Option<Vec<std::path::PathBuf>>,
+    },
     /// Print usage.
     Help,
 }
@@ -173,6 +185,25 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
     }))
 }
 
+fn parse_report(args: &[String]) -> Result<Command, String> {
+    let (mut results, mut readmes): (Option<std::path::PathBuf>, Option<Vec<_>>) = (None, None);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--readme" => {
+                let file = args.next().ok_or("--readme needs a file")?;
+                readmes.get_or_insert_with(Vec::new).push(file.into());
+            }
+            "--no-readme" => readmes = Some(Vec::new()),
+            other if other.starts_with('-') => return Err(format!("unknown argument {other:?}")),
+            file if results.is_none() => results = Some(file.into()),
+            other => return Err(format!("a second results file {other:?}")),
+        }
+    }
+    Ok(Command::Report { results, readmes })
+}
+
 /// Default rounds of the comparison.
 pub const DEFAULT_ROUNDS: usize = 9;
 /// Default rounds with `--quick`.
@@ -191,6 +222,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             Ok(Command::Pairs { peer, n })
         }
         Some("suite") => parse_suite(&args[1..]),
+        Some("report") => parse_report(&args[1..]),
         Some("callgrind") => match &args[1..] {
             [] => Ok(Command::Callgrind { quick: false }),
             [flag] if flag == "--quick" => Ok(Command::Callgrind { quick: true }),
@@ -257,6 +289,23 @@ fn parse_parts(list: &str) -> Result<Vec<Part>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_report() {
+        let Ok(Command::Report { results, readmes }) = parse(&args(&[
+            "report", "r.jsonl", "--readme", "a.md", "--readme", "b.md",
+        ])) else {
+            panic!("report parses");
+        };
+        assert_eq!(results, Some("r.jsonl".into()));
+        assert_eq!(readmes, Some(vec!["a.md".into(), "b.md".into()]));
+        let Ok(Command::Report { results, readmes }) = parse(&args(&["report", "--no-readme"]))
+        else {
+            panic!("report --no-readme parses");
+        };
+        assert_eq!((results, readmes), (None, Some(vec![])));
+        assert!(parse(&args(&["report", "a", "b"])).is_err());
+    }
+
     use super::*;
 
     fn args(list: &[&str]) -> Vec<String> {
@@ -286,6 +335,11 @@ mod tests {
             vec![SuitePart::Workload(ServiceWorkload::TcpRr), SuitePart::Numa]
         );
         assert!(parse(&args(&["suite", "--only", "tx-pinned"])).is_err());
+        let Ok(Command::Suite(old_names)) = parse(&args(&["suite", "--only", "churn-256,bursty"]))
+        else {
+            panic!("earlier churn names still parse");
+        };
+        assert_eq!(old_names.parts.len(), 2);
         assert!(parse(&args(&["suite", "--rounds", "0"])).is_err());
     }
 }

@@ -5,12 +5,20 @@
 //! `#[inline(always)]` fast paths are inlined into the loop exactly as they
 //! would be behind `#[global_allocator]`, and the C allocators are FFI calls
 //! either way. The bench's own global allocator stays `System`.
+//!
+//! Without the `peers` feature only the names remain (the workload binaries
+//! of sheafalloc and the system allocator need no more).
 
+#[cfg(feature = "peers")]
 use std::alloc::{GlobalAlloc, System};
 
+#[cfg(feature = "peers")]
 static SHEAF: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+#[cfg(feature = "peers")]
 static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "peers")]
 static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(feature = "peers")]
 static SNMALLOC: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc::new();
 
 /// One allocator under comparison.
@@ -38,6 +46,7 @@ pub const ALL: [Peer; 5] = [
 ];
 
 /// Generic code to run with one allocator (a generic closure, by hand).
+#[cfg(feature = "peers")]
 pub trait Visit {
     /// What the code returns.
     type Output;
@@ -68,6 +77,7 @@ impl Peer {
     }
 
     /// Runs `code` monomorphised for this allocator.
+    #[cfg(feature = "peers")]
     pub fn visit<V: Visit>(self, code: V) -> V::Output {
         match self {
             Peer::Sheaf => code.visit(&SHEAF),
@@ -79,7 +89,36 @@ impl Peer {
     }
 }
 
+/// The allocators in the order round `round` (from 1) runs them:
+/// [`ALL`] rotated left by `round - 1`, so each allocator goes first in
+/// turn and none always runs right after another.
+pub fn round_order(round: usize) -> Vec<Peer> {
+    let mut order = ALL.to_vec();
+    order.rotate_left(round.saturating_sub(1) % ALL.len());
+    order
+}
+
 /// Comma-separated names of all allocators (for help text and errors).
 pub fn names() -> String {
     ALL.map(Peer::name).join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotates_the_order_every_round() {
+        assert_eq!(round_order(1), ALL.to_vec());
+        assert_eq!(round_order(2)[0], Peer::System);
+        assert_eq!(round_order(5)[0], Peer::Snmalloc);
+        assert_eq!(round_order(6), round_order(1));
+        for round in 1..=5 {
+            let mut order = round_order(round);
+            order.sort_by_key(|p| p.name());
+            let mut all = ALL.to_vec();
+            all.sort_by_key(|p| p.name());
+            assert_eq!(order, all, "every allocator once per round");
+        }
+    }
 }

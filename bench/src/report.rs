@@ -33,10 +33,17 @@ pub fn header(command: &str, machine: &Machine, options: &RunOptions, scale: &Sc
     let order = peers::ALL.map(Peer::name).join(" ");
     let _ = writeln!(out, "# sheafalloc-bench results\n");
     let _ = writeln!(out, "- Command: `{command}`");
+    let commit = match crate::machine::source_commit() {
+        Some((commit, true)) => format!("`{commit}` with uncommitted changes"),
+        Some((commit, false)) => format!("`{commit}`"),
+        None => "unknown (not a git tree)".into(),
+    };
+    let _ = writeln!(out, "- Commit: {commit}");
     let _ = writeln!(out, "- Machine: {}", machine.markdown());
     let _ = writeln!(
         out,
-        "- Rounds: {} ({}), interleaved: each round runs `{order}` in turn on each part",
+        "- Rounds: {} ({}), interleaved: each round runs every allocator in turn on each part, \
+         the order rotated by one allocator per round (round 1: `{order}`)",
         options.rounds,
         if options.quick {
             "quick"

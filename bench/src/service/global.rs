@@ -16,9 +16,6 @@ pub struct Global(pub Peer);
 /// run: `size-256=64,size-2304=32`.
 pub const CAPACITY_ENV: &str = "SHEAFALLOC_BENCH_CAPACITY";
 
-/// `MALLCTL_ARENAS_ALL`: jemalloc's "every arena" index.
-const JEMALLOC_ARENAS_ALL: u32 = 4096;
-
 impl Global {
     /// The allocator's name.
     pub fn name(self) -> &'static str {
@@ -72,24 +69,8 @@ impl Global {
                 // SAFETY: malloc_trim has no preconditions.
                 unsafe { libc::malloc_trim(0) };
             }
-            Peer::Mimalloc => {
-                // SAFETY: mi_collect has no preconditions.
-                unsafe { libmimalloc_sys::mi_collect(true) };
-            }
-            Peer::Jemalloc => {
-                let name = format!("arena.{JEMALLOC_ARENAS_ALL}.purge\0");
-                // SAFETY: a NUL-terminated control name; `purge` takes no
-                // old or new value, so all four pointers are null.
-                unsafe {
-                    tikv_jemalloc_sys::mallctl(
-                        name.as_ptr().cast(),
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        0,
-                    )
-                };
-            }
+            Peer::Mimalloc => peer_calls::mimalloc_collect(),
+            Peer::Jemalloc => peer_calls::jemalloc_purge(),
             Peer::Snmalloc => {}
         }
     }
@@ -100,20 +81,7 @@ impl Global {
         if self.0 != Peer::Jemalloc {
             return None;
         }
-        let mut debug = false;
-        let mut len = std::mem::size_of::<bool>();
-        // SAFETY: a NUL-terminated control name; `config.debug` is a bool,
-        // read into `debug` whose size is passed in `len`; no new value.
-        let rc = unsafe {
-            tikv_jemalloc_sys::mallctl(
-                c"config.debug".as_ptr(),
-                (&raw mut debug).cast(),
-                &mut len,
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        (rc == 0).then_some(debug)
+        peer_calls::jemalloc_debug()
     }
 
     /// Adds sheafalloc's counters, summed over its caches, to `record`
@@ -157,5 +125,61 @@ impl Global {
         let topology = sheafalloc::topology();
         record.set("sheaf_topology", topology.source);
         record.set("sheaf_nodes", topology.nodes.len());
+    }
+}
+
+/// The peers' own calls (without the `peers` feature their binaries are
+/// not built, so these are never reached and do nothing).
+#[cfg(feature = "peers")]
+mod peer_calls {
+    /// `MALLCTL_ARENAS_ALL`: jemalloc's "every arena" index.
+    const JEMALLOC_ARENAS_ALL: u32 = 4096;
+
+    pub fn mimalloc_collect() {
+        // SAFETY: mi_collect has no preconditions.
+        unsafe { libmimalloc_sys::mi_collect(true) };
+    }
+
+    pub fn jemalloc_purge() {
+        let name = format!("arena.{JEMALLOC_ARENAS_ALL}.purge\0");
+        // SAFETY: a NUL-terminated control name; `purge` takes no old or
+        // new value, so all four pointers are null.
+        unsafe {
+            tikv_jemalloc_sys::mallctl(
+                name.as_ptr().cast(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+    }
+
+    pub fn jemalloc_debug() -> Option<bool> {
+        let mut debug = false;
+        let mut len = std::mem::size_of::<bool>();
+        // SAFETY: a NUL-terminated control name; `config.debug` is a bool,
+        // read into `debug` whose size is passed in `len`; no new value.
+        let rc = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                c"config.debug".as_ptr(),
+                (&raw mut debug).cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        (rc == 0).then_some(debug)
+    }
+}
+
+#[cfg(not(feature = "peers"))]
+mod peer_calls {
+    pub fn mimalloc_collect() {}
+
+    pub fn jemalloc_purge() {}
+
+    pub fn jemalloc_debug() -> Option<bool> {
+        None
     }
 }

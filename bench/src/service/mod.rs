@@ -8,12 +8,16 @@
 pub mod catalog;
 pub mod churn;
 pub mod global;
+pub mod handoff;
+pub mod http;
 pub mod larson;
 pub mod memory;
 pub mod object;
 pub mod os;
+pub mod packet;
 pub mod progress;
 pub mod rng;
+pub mod single_thread;
 pub mod tcp_rr;
 pub mod tx;
 pub mod udp_echo;
@@ -52,6 +56,10 @@ impl Request {
         let (warmup, seconds) = match (self.workload, self.quick) {
             (Workload::TcpRr, true) => (0.1, 1.0),
             (Workload::TcpRr, false) => (0.5, 3.0),
+            // wrk counts whole seconds; its connections start in
+            // milliseconds, so the quick run needs no warm-up.
+            (w, true) if w.is_http() => (0.0, 1.0),
+            (w, false) if w.is_http() => (1.0, 3.0),
             (_, true) => (0.02, 0.1),
             (_, false) => (0.1, 1.0),
         };
@@ -150,8 +158,9 @@ pub fn run(request: &Request, global: Global) -> Result<Record, String> {
         record.set_f64("rtt_ns", pingpong::round_trip_ns_with(11, 200), 0);
     }
     match workload {
-        Workload::Churn256 => throughput(&mut record, churn::run(256, &budget)),
-        Workload::Churn2112 => throughput(&mut record, churn::run(2112, &budget)),
+        Workload::Churn { size, burst } => {
+            throughput(&mut record, churn::run(size, burst, &budget));
+        }
         Workload::Tx1to1 => tx_outcome(&mut record, tx::one_to_one(&budget, None, global))?,
         Workload::Tx2to2 => tx_outcome(&mut record, tx::n_to_n(&budget, 2))?,
         Workload::TxPinned => {
@@ -159,7 +168,21 @@ pub fn run(request: &Request, global: Global) -> Result<Record, String> {
             record.set("cpus", format!("{},{}", cpus.0, cpus.1));
             tx_outcome(&mut record, tx::one_to_one(&budget, Some(cpus), global))?;
         }
+        Workload::Handoff1to1 => handoff_outcome(&mut record, handoff::ONE_TO_ONE, &budget)?,
+        Workload::Handoff4to4 => handoff_outcome(&mut record, handoff::FOUR_TO_FOUR, &budget)?,
+        Workload::Bursty => handoff_outcome(&mut record, handoff::BURSTY, &budget)?,
+        Workload::HttpOrders => http_outcome(&mut record, http::Endpoint::Orders, &budget)?,
+        Workload::HttpCatalog => http_outcome(&mut record, http::Endpoint::Catalog, &budget)?,
         Workload::Larson => throughput(&mut record, larson::run(&budget)),
+        Workload::Pairs => time_per_operation(&mut record, single_thread::pairs(&budget)),
+        Workload::Fifo256 => time_per_operation(
+            &mut record,
+            single_thread::fifo(crate::kernels::fifo::SMALL, &budget),
+        ),
+        Workload::Fifo2112 => time_per_operation(
+            &mut record,
+            single_thread::fifo(crate::kernels::fifo::PACKET, &budget),
+        ),
         Workload::UdpEcho => {
             let outcome = udp_echo::run(&budget).map_err(|e| e.to_string())?;
             per_second(&mut record, outcome.window);
@@ -195,6 +218,50 @@ fn window_fields(record: &mut Record, window: Window) {
 fn throughput(record: &mut Record, window: Window) {
     record.set_f64("value", window.millions_per_second(), 3);
     window_fields(record, window);
+}
+
+fn time_per_operation(record: &mut Record, window: Window) {
+    record.set_f64("value", window.nanoseconds_per_operation(), 3);
+    window_fields(record, window);
+}
+
+fn handoff_outcome(
+    record: &mut Record,
+    shape: handoff::Shape,
+    budget: &Budget,
+) -> Result<(), String> {
+    let outcome = handoff::run(shape, budget);
+    outcome.verify()?;
+    throughput(record, outcome.window);
+    record
+        .set("producers", shape.producers)
+        .set("consumers", shape.consumers)
+        .set("burst", format!("{}..{}", shape.burst.0, shape.burst.1))
+        .set("packets_checked", outcome.received.packets);
+    Ok(())
+}
+
+fn http_outcome(
+    record: &mut Record,
+    endpoint: http::Endpoint,
+    budget: &Budget,
+) -> Result<(), String> {
+    let whole = |s: f64| s.round().max(0.0) as u64;
+    let outcome = http::run(endpoint, whole(budget.warmup), whole(budget.seconds).max(1))?;
+    let mib = |bytes: u64| bytes as f64 / 1048576.0;
+    let load = &outcome.load;
+    record
+        .set_f64("value", load.requests_per_second, 0)
+        .set("operations", load.requests)
+        .set_f64("seconds", load.seconds, 3)
+        .set_f64("peak_rss_mib", mib(outcome.peak_rss), 1)
+        .set_f64("baseline_rss_mib", mib(outcome.baseline_rss), 1)
+        .set_f64("final_rss_mib", mib(outcome.final_rss), 1)
+        .set_f64("p50_ms", load.p50_ms, 3)
+        .set_f64("p99_ms", load.p99_ms, 3)
+        .set("served", outcome.served)
+        .set("connections", http::wrk::CONNECTIONS);
+    Ok(())
 }
 
 fn per_second(record: &mut Record, window: Window) {

@@ -1,5 +1,5 @@
-//! The few OS calls the workloads need: CPU pinning, resident set size,
-//! the open-file limit.
+//! The few OS calls the workloads need: CPU pinning, resident set size
+//! (now and peak), the open-file limit.
 
 /// Pins the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
@@ -35,6 +35,15 @@ pub fn rss_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * page_size())
+}
+
+/// Peak resident set size of this process in bytes (`VmHWM` in
+/// `/proc/self/status`).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The page size.

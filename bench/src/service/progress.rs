@@ -50,6 +50,11 @@ impl Window {
     pub fn per_second(&self) -> f64 {
         self.operations as f64 / self.seconds
     }
+
+    /// Nanoseconds per operation.
+    pub fn nanoseconds_per_operation(&self) -> f64 {
+        self.seconds * 1e9 / self.operations as f64
+    }
 }
 
 impl Progress {

@@ -1,22 +1,29 @@
 //! The `suite` subcommand: runs every allocator's `wl-*` binary on each
 //! network-service workload, interleaved round by round (every allocator
-//! once per round, in `peers::ALL` order), and writes the report and chart.
+//! once per round, the order rotated by one allocator each round), logs
+//! every run to a results file as it goes, and then makes the report from
+//! that file (`regenerate`), as `sheafalloc-bench report` does.
 
 mod binaries;
 mod chart;
 mod jobs;
+mod readme;
+pub mod regenerate;
+mod results_log;
 mod sections;
 mod spawn;
 mod table;
+mod targets;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use sheafalloc_bench::peers::{self, Peer};
 use sheafalloc_bench::service::{self, catalog::Workload};
 
 use crate::options::{SuiteOptions, SuitePart};
 use jobs::Job;
+use results_log::{At, Header, Writer};
 
 /// Runs the suite as `options` say; progress on stderr, report on stdout
 /// and under `bench/results/`.
@@ -41,9 +48,42 @@ pub fn run(options: &SuiteOptions) {
             SuitePart::Callgrind => {}
         }
     }
+    if jobs.iter().any(|j| j.workload.is_http()) {
+        if let Err(error) = service::http::wrk::check_installed() {
+            eprintln!("sheafalloc-bench suite: {error}");
+            std::process::exit(1);
+        }
+    }
+    let (commit, dirty) =
+        crate::machine::source_commit().map_or((None, false), |(c, d)| (Some(c), d));
+    let header = Header {
+        format: results_log::FORMAT,
+        command: crate::command_line(),
+        commit,
+        dirty,
+        started_unix: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        machine,
+        load_average: crate::machine::load_average(),
+        quick: options.quick,
+        rounds: options.rounds,
+        partial: options.partial,
+    };
+    let path = results_dir().join(format!("{}.jsonl", file_stem(options)));
+    let mut log = match Writer::create(&path, &header) {
+        Ok(log) => log,
+        Err(error) => {
+            eprintln!("sheafalloc-bench suite: {error}");
+            std::process::exit(1);
+        }
+    };
+    for (index, job) in jobs.iter().enumerate() {
+        log.job(index, job);
+    }
     for round in 1..=options.rounds {
-        for job in &mut jobs {
-            run_round(job, &binaries, round, options);
+        for (index, job) in jobs.iter_mut().enumerate() {
+            run_round(job, index, &binaries, round, options, &mut log);
             eprintln!(
                 "[{:.0} s] {}",
                 started.elapsed().as_secs_f64(),
@@ -53,42 +93,33 @@ pub fn run(options: &SuiteOptions) {
     }
     if options.parts.contains(&SuitePart::Callgrind) {
         eprintln!("[{:.0} s] callgrind", started.elapsed().as_secs_f64());
+        let n = if options.quick {
+            crate::callgrind::QUICK
+        } else {
+            crate::callgrind::FULL
+        };
+        log.callgrind(&crate::command_line(), &crate::callgrind::measure_all(n));
     }
-    let callgrind = options.parts.contains(&SuitePart::Callgrind).then(|| {
-        let mut section = crate::callgrind_section(options.quick);
-        if section.contains("| snmalloc | failed") {
-            section.push_str(&snmalloc_valgrind_note());
-        }
-        section
-    });
-    let stem = file_stem(options);
-    let chart_file = format!("{stem}.svg");
-    let chart = chart::write(&results_dir().join(&chart_file), &jobs);
-    match &chart {
-        Ok(()) => eprintln!("wrote {}", results_dir().join(&chart_file).display()),
-        Err(error) => notes.push(format!("Chart not written: {error}")),
+    log.end(started.elapsed().as_secs_f64(), &notes);
+    let request = regenerate::Request {
+        results: log.path().to_owned(),
+        readmes: Vec::new(),
+        print: true,
+    };
+    if let Err(error) = regenerate::run(&request) {
+        eprintln!("sheafalloc-bench suite: {error}");
+        std::process::exit(1);
     }
-    let report = table::report(&table::Context {
-        command: crate::command_line(),
-        machine: &machine,
-        options,
-        jobs: &jobs,
-        callgrind: callgrind.as_deref(),
-        chart_file: chart.is_ok().then_some(chart_file.as_str()),
-        notes: &notes,
-        seconds: started.elapsed().as_secs_f64(),
-    });
-    print!("{report}");
-    let path = results_dir().join(format!("{stem}.md"));
-    match std::fs::create_dir_all(results_dir()).and_then(|()| std::fs::write(&path, &report)) {
-        Ok(()) => eprintln!("wrote {}", path.display()),
-        Err(e) => eprintln!("could not write {}: {e}", path.display()),
-    }
+    eprintln!(
+        "results in {}; `sheafalloc-bench report {}` regenerates the report and the README tables",
+        log.path().display(),
+        log.path().display()
+    );
 }
 
 /// snmalloc's count from the last `snmalloc-valgrind` build's section of
 /// `results/latest.md`, if there is one.
-fn snmalloc_valgrind_note() -> String {
+pub(super) fn snmalloc_valgrind_note() -> String {
     let tag = "callgrind-snmalloc-valgrind";
     let row = crate::results_file::section(tag).and_then(|section| {
         section
@@ -110,7 +141,7 @@ fn snmalloc_valgrind_note() -> String {
 }
 
 /// `bench/results/`.
-fn results_dir() -> PathBuf {
+pub fn results_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/results"))
 }
 
@@ -124,14 +155,24 @@ fn file_stem(options: &SuiteOptions) -> &'static str {
 }
 
 /// One round of one job: every allocator (each variant, alternating their
-/// order from round to round) once.
-fn run_round(job: &mut Job, binaries: &[(Peer, PathBuf)], round: usize, options: &SuiteOptions) {
-    let mut order: Vec<usize> = (0..job.variants.len()).collect();
+/// order from round to round) once, in the round's order.
+fn run_round(
+    job: &mut Job,
+    job_index: usize,
+    binaries: &[(Peer, PathBuf)],
+    round: usize,
+    options: &SuiteOptions,
+    log: &mut Writer,
+) {
+    let mut variants: Vec<usize> = (0..job.variants.len()).collect();
     if round % 2 == 0 {
-        order.reverse();
+        variants.reverse();
     }
-    for (peer_index, (peer, binary)) in binaries.iter().enumerate() {
-        for &v in &order {
+    for (slot, peer) in peers::round_order(round).into_iter().enumerate() {
+        let Some((_, binary)) = binaries.iter().find(|(p, _)| *p == peer) else {
+            continue;
+        };
+        for &v in &variants {
             let variant = &job.variants[v];
             let mut args = vec![job.workload.name().to_owned()];
             if options.quick {
@@ -141,7 +182,7 @@ fn run_round(job: &mut Job, binaries: &[(Peer, PathBuf)], round: usize, options:
                 args.push("--cpus".into());
                 args.push(format!("{a},{b}"));
             }
-            let outcome = spawn::run(&spawn::Invocation {
+            let mut outcome = spawn::run(&spawn::Invocation {
                 binary,
                 args,
                 numa_nodes: variant.numa_nodes,
@@ -150,7 +191,20 @@ fn run_round(job: &mut Job, binaries: &[(Peer, PathBuf)], round: usize, options:
             if let Err(error) = &outcome {
                 eprintln!("round {round}: {} failed: {error}", peer.name());
             }
-            job.outcomes[v][peer_index].push(outcome);
+            log.outcome(
+                At {
+                    job: job_index,
+                    variant: v,
+                    round,
+                    slot,
+                },
+                peer,
+                &outcome,
+            );
+            if let Ok(record) = &mut outcome {
+                record.set("round", round).set("slot", slot);
+            }
+            job.outcomes[v][jobs::index(peer)].push(outcome);
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The report's sections that are not plain throughput tables: memory,
-//! the NUMA comparison, and sheafalloc's counters.
+//! The report's sections that are not plain throughput tables: the HTTP
+//! service, memory, the NUMA comparison, and sheafalloc's counters.
 
 use std::fmt::Write as _;
 
@@ -7,7 +7,55 @@ use sheafalloc_bench::peers::{self, Peer};
 
 use super::jobs::Job;
 use super::table::{num, rounds};
-use crate::report::bold_if_sheaf;
+use super::targets::best_peer_of;
+use crate::report::{bold_if_sheaf, factor};
+
+/// The HTTP service: requests per second and the server's peak RSS.
+pub fn http(job: &Job) -> String {
+    let w = job.workload;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## {}: {} (medians)
+",
+        w.name(),
+        w.title()
+    );
+    let best = best_peer_of(job, "value", true).map_or(f64::NAN, |(_, v)| v);
+    let leanest = best_peer_of(job, "peak_rss_mib", false).map_or(f64::NAN, |(_, v)| v);
+    let _ = writeln!(
+        out,
+        "| allocator | requests/s | min–max | spread | vs best peer | peak RSS MiB | vs leanest peer | p50 ms | p99 ms | round trip ns |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for peer in peers::ALL {
+        let value = job.samples(0, peer, "value");
+        let m = |key: &str| job.samples(0, peer, key).median();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {}–{} | {:.0}% | {:.2}× | {} | {:.2}× | {} | {} | {:.0} |",
+            bold_if_sheaf(peer),
+            num(value.median()),
+            num(value.min()),
+            num(value.max()),
+            value.spread() * 100.0,
+            factor(value.median(), best, true),
+            num(m("peak_rss_mib")),
+            m("peak_rss_mib") / leanest,
+            num(m("p50_ms")),
+            num(m("p99_ms")),
+            m("rtt_ns"),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nPeak RSS is the server process's `VmHWM` over the whole run (wrk runs in its own \
+         process); \"vs leanest peer\" is the allocator's peak over the smallest peak of the \
+         four peers (below 1 = leaner).\n"
+    );
+    out.push_str(&rounds(job, 0));
+    out
+}
 
 /// The memory workload: RSS at each point and the times, medians.
 pub fn memory(job: &Job) -> String {

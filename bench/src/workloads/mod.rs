@@ -1,13 +1,11 @@
 //! The timed workloads, their names and units, and how big each run is.
 
-pub mod fifo;
-pub mod pairs;
 pub mod prodcons;
 
+pub use sheafalloc_bench::kernels::{alloc_touch, fifo, layouts, pairs};
 pub use sheafalloc_bench::sync::{pingpong, ring, spin};
 
-use std::alloc::{handle_alloc_error, GlobalAlloc, Layout};
-use std::hint::black_box;
+use std::alloc::GlobalAlloc;
 
 use crate::peers::{Peer, Visit};
 
@@ -122,29 +120,8 @@ impl Visit for Measure<'_> {
     fn visit<A: GlobalAlloc + Sync>(self, a: &A) -> f64 {
         match self.workload {
             Workload::Pairs => pairs::run(a, self.scale.pairs),
-            Workload::Fifo => fifo::run(a, self.scale.fifo_batches),
+            Workload::Fifo => fifo::run(a, fifo::SMALL, self.scale.fifo_batches),
             Workload::ProdCons => prodcons::run(a, self.scale.prodcons_objects),
         }
     }
-}
-
-/// Allocates `layout` from `a` and writes one byte, so the object's memory
-/// is really touched; aborts if the allocator fails.
-#[inline(always)]
-pub fn alloc_touch<A: GlobalAlloc>(a: &A, layout: Layout, byte: u8) -> *mut u8 {
-    // SAFETY: every layout used by the workloads has a non-zero size.
-    let object = unsafe { a.alloc(layout) };
-    if object.is_null() {
-        handle_alloc_error(layout);
-    }
-    // SAFETY: `object` is a fresh, non-null block of `layout.size() >= 1`
-    // bytes that only this thread knows about.
-    unsafe { object.write(byte) };
-    black_box(object)
-}
-
-/// Layouts of `size` bytes with 8-byte alignment (a typical Rust struct),
-/// one per size.
-pub fn layouts<const N: usize>(sizes: [usize; N]) -> [Layout; N] {
-    sizes.map(|size| Layout::from_size_align(size, 8).expect("a valid layout"))
 }

@@ -1,4 +1,4 @@
-//! Workload 2: a batch of 4096 × 256 B objects allocated, then freed in
+//! FIFO batches: 4096 objects of one size allocated, then freed in
 //! allocation order (first in, first out), repeated.
 //!
 //! Unlike `pairs`, the batch overflows any per-thread cache of a few hundred
@@ -14,15 +14,18 @@ use super::alloc_touch;
 
 /// Objects per batch.
 pub const BATCH: usize = 4096;
-/// Object size in bytes.
-pub const SIZE: usize = 256;
+/// The small object size (a socket-buffer head).
+pub const SMALL: usize = 256;
+/// The packet-buffer size (1500-byte MTU + headroom + shared info).
+pub const PACKET: usize = 2112;
 
-/// Runs `batches` batches with `a`; returns nanoseconds per object (one
-/// allocation plus one free).
+/// Runs `batches` batches of `size`-byte objects with `a`; returns
+/// nanoseconds per object (one allocation plus one free).
 #[inline(never)]
-pub fn run<A: GlobalAlloc>(a: &A, batches: usize) -> f64 {
-    let layout = black_box(Layout::from_size_align(SIZE, 8).expect("a valid layout"));
-    // The bench's own (System) allocator holds the pointer array.
+pub fn run<A: GlobalAlloc>(a: &A, size: usize, batches: usize) -> f64 {
+    let layout = black_box(Layout::from_size_align(size, 8).expect("a valid layout"));
+    // The pointer array comes from the binary's global allocator (the
+    // harness's is `System`), once, before the clock starts.
     let mut objects = vec![std::ptr::null_mut::<u8>(); BATCH];
     let start = Instant::now();
     for _ in 0..batches {
