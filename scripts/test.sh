@@ -23,6 +23,12 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== tests" >&2
 cargo test --workspace --all-features --no-fail-fast
 
+echo "== the shipped configuration: release build, default features (no checks)" >&2
+# What users run: optimised, fat LTO, no debug assertions, no misuse checks.
+SHEAFALLOC_STRESS_SECS=20 SHEAFALLOC_TORTURE_SECS=10 \
+  cargo test --release -p sheafalloc \
+  --test stress_cross_thread --test torture --test soak --test fork_exits
+
 bash scripts/check-fastpath-budget.sh  # instructions per alloc+free pair vs bench/budget.toml
 echo "== loom models" >&2
 bash scripts/loom.sh
