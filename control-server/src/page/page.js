@@ -10,6 +10,8 @@
   const BARN_HITS_LOW = 0.5;
 
   const $ = (id) => document.getElementById(id);
+  // Set first: a page whose script does not even parse never shows it.
+  document.body.dataset.script = "running";
 
   // Script failures are shown on the page (and counted on <body>), so
   // neither a reader nor the browser test can miss them.
@@ -177,7 +179,10 @@
     bar.appendChild(fill);
     const label = document.createElement("span");
     label.textContent = percent(f.liveShare);
-    ratio.append(bar, label);
+    const share = document.createElement("div");
+    share.className = "share";
+    share.append(bar, label);
+    ratio.appendChild(share);
     cell(row, "capacity", String(cache.sheaf_capacity), {
       className: "number",
       title: `1\u2013${cache.sheaf_capacity_max} for this cache`,
@@ -262,6 +267,7 @@
 
   async function refresh() {
     clearTimeout(state.timer);
+    let data = null;
     try {
       const response = await fetch("/v1/caches", { headers: headers(false), cache: "no-store" });
       if (response.status === 401) {
@@ -270,13 +276,16 @@
       } else if (!response.ok) {
         setStatus("error", `GET /v1/caches: ${await errorText(response)}`);
       } else {
-        render(await response.json(), performance.now());
+        data = await response.json();
       }
     } catch (error) {
       setStatus("error", `cannot reach the control plane: ${error.message}`);
     } finally {
       state.timer = setTimeout(refresh, Number($("interval").value));
     }
+    // Outside the try: a failure here is the page's own, and is reported
+    // as such (unhandled rejection), not as a network problem.
+    if (data !== null) render(data, performance.now());
   }
 
   async function errorText(response) {
