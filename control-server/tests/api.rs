@@ -442,11 +442,11 @@ fn unused_caches_appear_in_metrics_once_tuned() {
 #[test]
 fn head_requests_work_on_reads() {
     let handle = sidecar(None);
-    let (status, _) = raw(
-        handle.local_addr(),
-        b"HEAD /healthz HTTP/1.1\r\nHost: sidecar\r\nConnection: close\r\n\r\n",
-    );
-    assert_eq!(status, 200);
+    let agent = client(&handle);
+    for path in ["/healthz", "/v1/caches/size-256", "/"] {
+        let reply = agent.call(Method::HEAD, path).send().unwrap();
+        assert_eq!((reply.status, reply.body.as_str()), (200, ""), "{path}");
+    }
 }
 
 #[test]
