@@ -5,13 +5,14 @@
 //!
 //! A scrape takes one snapshot of every cache (`cache_stats_all`: one
 //! pass over the thread registry for all 97 caches) and writes the text
-//! straight into one `String`. STYLE §10 suggests a `prometheus`
-//! collector; it was used before and built a `MetricFamily`, a `Metric`
-//! and two `String`s per label for every sample — about ten thousand
-//! allocations per scrape of a busy process — only to print them. Writing
-//! the text directly costs a handful of allocations (the snapshot's box,
-//! the string as it grows, the list of caches reported). The format is
-//! checked by `promtool` and a real Prometheus (`scripts/check-prometheus.sh`).
+//! straight into one `String`. A `prometheus::Collector` did this before;
+//! it built a `MetricFamily`, a `Metric` and two `String`s per label for
+//! every sample — 15,210 allocations per scrape with 97 caches in use by
+//! 64 threads — only to print them. Writing the text directly costs 22
+//! (the snapshot's box, the string as it grows, the list of caches
+//! reported, the process figures; `examples/scrape_cost.rs` measures it).
+//! The format is checked by `promtool` and a real Prometheus
+//! (`scripts/check-prometheus.sh`).
 //!
 //! # Names and series
 //!

@@ -25,9 +25,9 @@ fn healthz_answers_ok() {
 #[test]
 fn caches_list_every_class_with_live_counters() {
     let handle = sidecar(None);
-    let agent = client(&handle);
+    let api = client(&handle);
     let url = "/v1/caches";
-    let before = get_json(&agent, url);
+    let before = get_json(&api, url);
     let caches = before["caches"].as_array().expect("caches array");
     assert_eq!(caches.len(), sheafalloc_core::SizeClass::all().count());
     let names: Vec<&str> = caches.iter().map(|c| c["name"].as_str().unwrap()).collect();
@@ -67,10 +67,10 @@ fn caches_list_every_class_with_live_counters() {
     // SAFETY: `layout` has a non-zero size.
     let objects: Vec<*mut u8> = (0..1000).map(|_| unsafe { alloc(layout) }).collect();
     assert!(objects.iter().all(|object| !object.is_null()));
-    let after = get_json(&agent, url);
+    let after = get_json(&api, url);
     assert!(allocations(&after) >= allocations(&before) + 1000);
     // The typed view reads the same answer.
-    let typed = agent.caches().unwrap();
+    let typed = api.caches().unwrap();
     let cache = typed.caches.iter().find(|c| c.name == "size-2304").unwrap();
     assert!(cache.allocations >= allocations(&before) + 1000);
     assert_eq!(
@@ -96,7 +96,7 @@ fn one_cache_by_name() {
 #[test]
 fn unknown_caches_and_paths_are_json_404s() {
     let handle = sidecar(None);
-    let agent = client(&handle);
+    let api = client(&handle);
     for path in [
         "/v1/caches/size-255",
         "/v1/caches/nonsense",
@@ -105,20 +105,20 @@ fn unknown_caches_and_paths_are_json_404s() {
         "/nope",
         "/v1/caches/size-256/nope",
     ] {
-        let reply = get(&agent, path);
+        let reply = get(&api, path);
         let message = reply.expect_error(404);
         assert!(!message.is_empty(), "{path}");
     }
     // A name that is not even UTF-8 is a bad request.
-    get(&agent, "/v1/caches/%FF").expect_error(400);
+    get(&api, "/v1/caches/%FF").expect_error(400);
     let reply = put(
-        &agent,
+        &api,
         "/v1/caches/size-255/sheaf_capacity",
         r#"{"sheaf_capacity": 8}"#,
     );
     assert!(reply.expect_error(404).contains("size-255"));
     // The typed client escapes what it puts in a path.
-    let error = agent.cache("../healthz").unwrap_err().to_string();
+    let error = api.cache("../healthz").unwrap_err().to_string();
     assert!(
         error.contains("404") && error.contains("..%2Fhealthz"),
         "{error}"
@@ -128,37 +128,37 @@ fn unknown_caches_and_paths_are_json_404s() {
 #[test]
 fn capacity_changes_and_its_bad_inputs() {
     let handle = sidecar(None);
-    let agent = client(&handle);
+    let api = client(&handle);
     // A class no other test of this file changes.
     let url = "/v1/caches/size-40960/sheaf_capacity";
     let cache_url = "/v1/caches/size-40960";
-    let original = get_json(&agent, cache_url)["sheaf_capacity"]
+    let original = get_json(&api, cache_url)["sheaf_capacity"]
         .as_u64()
         .unwrap();
 
-    let reply = put(&agent, url, r#"{"sheaf_capacity": 3}"#);
+    let reply = put(&api, url, r#"{"sheaf_capacity": 3}"#);
     assert_eq!(reply.status, 200, "{reply:?}");
     let json = reply.value();
     assert_eq!(json["name"], "size-40960");
     assert_eq!(json["sheaf_capacity"], 3);
     assert_eq!(json["previous_sheaf_capacity"], original);
-    assert_eq!(get_json(&agent, cache_url)["sheaf_capacity"], 3);
+    assert_eq!(get_json(&api, cache_url)["sheaf_capacity"], 3);
 
     // 40 KiB objects: at most 12 fit the 512 KiB a sheaf may hold.
     for out_of_range in ["0", "13", "257", "-5", "100000000000000000000", "1e30"] {
         let body = format!(r#"{{"sheaf_capacity": {out_of_range}}}"#);
-        let message = put(&agent, url, &body).expect_error(422);
+        let message = put(&api, url, &body).expect_error(422);
         assert!(
             message.contains("1..=12 for size-40960") && message.contains("512 KiB"),
             "{out_of_range}: {message}"
         );
     }
-    assert_eq!(put(&agent, url, r#"{"sheaf_capacity": 12}"#).status, 200);
+    assert_eq!(put(&api, url, r#"{"sheaf_capacity": 12}"#).status, 200);
     // The largest class: two 256 KiB objects per sheaf, not 256.
     let largest = "/v1/caches/size-262144/sheaf_capacity";
-    let message = put(&agent, largest, r#"{"sheaf_capacity": 256}"#).expect_error(422);
+    let message = put(&api, largest, r#"{"sheaf_capacity": 256}"#).expect_error(422);
     assert!(message.contains("1..=2 for size-262144"), "{message}");
-    assert_eq!(put(&agent, url, r#"{"sheaf_capacity": 3}"#).status, 200);
+    assert_eq!(put(&api, url, r#"{"sheaf_capacity": 3}"#).status, 200);
     for malformed in [
         r#"{"sheaf_capacity": "#,
         "",
@@ -170,31 +170,31 @@ fn capacity_changes_and_its_bad_inputs() {
         r#"[64]"#,
         r#"{"sheaf_capacity": null}"#,
     ] {
-        let message = put(&agent, url, malformed).expect_error(400);
+        let message = put(&api, url, malformed).expect_error(400);
         assert!(!message.is_empty(), "{malformed}");
     }
     // None of the refused requests changed anything.
-    assert_eq!(get_json(&agent, cache_url)["sheaf_capacity"], 3);
+    assert_eq!(get_json(&api, cache_url)["sheaf_capacity"], 3);
     // "auto" is the auto-tuner's; without one it is not a capacity.
-    let reply = put(&agent, url, r#"{"sheaf_capacity": "auto"}"#);
+    let reply = put(&api, url, r#"{"sheaf_capacity": "auto"}"#);
     assert!(matches!(reply.status, 400 | 422), "{reply:?}");
     let restore = format!(r#"{{"sheaf_capacity": {original}}}"#);
-    assert_eq!(put(&agent, url, &restore).status, 200);
+    assert_eq!(put(&api, url, &restore).status, 200);
 }
 
 #[test]
 fn bodies_over_four_kib_get_413() {
     let handle = sidecar(None);
-    let agent = client(&handle);
+    let api = client(&handle);
     let url = "/v1/caches/size-256/sheaf_capacity";
-    let capacity = get_json(&agent, "/v1/caches/size-256")["sheaf_capacity"].clone();
+    let capacity = get_json(&api, "/v1/caches/size-256")["sheaf_capacity"].clone();
     // Valid JSON, padded past the limit with whitespace.
     let padded = format!(r#"{{"sheaf_capacity": {capacity}{}}}"#, " ".repeat(5000));
-    put(&agent, url, &padded).expect_error(413);
+    put(&api, url, &padded).expect_error(413);
     // Exactly at the limit is accepted.
     let body = format!(r#"{{"sheaf_capacity": {capacity}}}"#);
     let at_limit = format!("{body}{}", " ".repeat(4096 - body.len()));
-    assert_eq!(put(&agent, url, &at_limit).status, 200);
+    assert_eq!(put(&api, url, &at_limit).status, 200);
     // The limit holds for endpoints that ignore their body.
     let big = vec![b'x'; 8192];
     let mut request = format!(
@@ -222,8 +222,8 @@ fn bodies_over_four_kib_get_413() {
 #[test]
 fn wrong_methods_are_json_405s_with_allow() {
     let handle = sidecar(None);
-    let agent = client(&handle);
-    let reply = agent
+    let api = client(&handle);
+    let reply = api
         .call(Method::DELETE, "/v1/caches")
         .send()
         .expect("the request completes");
@@ -232,12 +232,12 @@ fn wrong_methods_are_json_405s_with_allow() {
         reply.header("allow").unwrap_or("").contains("GET"),
         "{reply:?}"
     );
-    post(&agent, "/healthz").expect_error(405);
-    post(&agent, "/metrics").expect_error(405);
-    post(&agent, "/").expect_error(405);
-    get(&agent, "/v1/purge").expect_error(405);
-    get(&agent, "/v1/caches/size-256/sheaf_capacity").expect_error(405);
-    put(&agent, "/v1/caches/size-256", "{}").expect_error(405);
+    post(&api, "/healthz").expect_error(405);
+    post(&api, "/metrics").expect_error(405);
+    post(&api, "/").expect_error(405);
+    get(&api, "/v1/purge").expect_error(405);
+    get(&api, "/v1/caches/size-256/sheaf_capacity").expect_error(405);
+    put(&api, "/v1/caches/size-256", "{}").expect_error(405);
 }
 
 #[test]
@@ -265,9 +265,9 @@ fn topology_reports_nodes_and_host_cpus() {
 #[test]
 fn purge_returns_the_memory_of_freed_objects() {
     let handle = sidecar(None);
-    let agent = client(&handle);
+    let api = client(&handle);
     let cache_url = "/v1/caches/size-14336";
-    let before = get_json(&agent, cache_url);
+    let before = get_json(&api, cache_url);
     // A thread fills many slabs of one class, frees everything and exits,
     // which hands its sheaves to the barn and the slabs.
     std::thread::spawn(|| {
@@ -282,10 +282,10 @@ fn purge_returns_the_memory_of_freed_objects() {
     })
     .join()
     .unwrap();
-    let reply = post(&agent, "/v1/purge");
+    let reply = post(&api, "/v1/purge");
     assert_eq!(reply.status, 200, "{reply:?}");
     let returned = reply.value()["bytes_returned"].as_u64().unwrap();
-    let after = get_json(&agent, cache_url);
+    let after = get_json(&api, cache_url);
     let returned_by_cache =
         after["bytes_returned"].as_u64().unwrap() - before["bytes_returned"].as_u64().unwrap();
     // 4000 objects of 14 KiB are about 55 MiB; barely any of it can stay
@@ -293,28 +293,24 @@ fn purge_returns_the_memory_of_freed_objects() {
     assert!(returned_by_cache >= 40 << 20, "{returned_by_cache}");
     assert!(returned >= 1, "{returned}");
     // An empty body is taken as {}; anything else is refused.
-    let empty = agent
-        .call(Method::POST, "/v1/purge")
-        .json("")
-        .send()
-        .unwrap();
+    let empty = api.call(Method::POST, "/v1/purge").json("").send().unwrap();
     assert_eq!(empty.status, 200, "{empty:?}");
     for bad in [r#"{"all": true}"#, "[]", "null"] {
-        let reply = agent
+        let reply = api
             .call(Method::POST, "/v1/purge")
             .json(bad)
             .send()
             .unwrap();
         reply.expect_error(400);
     }
-    assert!(agent.purge().is_ok());
+    assert!(api.purge().is_ok());
 }
 
 #[test]
 fn metrics_are_prometheus_text() {
     let handle = sidecar(None);
-    let agent = client(&handle);
-    let reply = get(&agent, "/metrics");
+    let api = client(&handle);
+    let reply = get(&api, "/metrics");
     assert_eq!(reply.status, 200);
     assert!(
         reply
@@ -406,9 +402,9 @@ fn unused_caches_appear_in_metrics_once_tuned() {
         Config::new("127.0.0.1:0".parse().unwrap()).with_metrics_max_age(std::time::Duration::ZERO),
     )
     .unwrap();
-    let agent = client(&handle);
+    let api = client(&handle);
     let metrics_url = "/metrics";
-    let json = get_json(&agent, "/v1/caches");
+    let json = get_json(&api, "/v1/caches");
     let names: Vec<String> = json["caches"]
         .as_array()
         .unwrap()
@@ -418,7 +414,7 @@ fn unused_caches_appear_in_metrics_once_tuned() {
     assert_eq!(names.len(), 97, "JSON lists every cache");
     // Some caches are unused in this process, and have no series: take the
     // largest of them.
-    let before = get(&agent, metrics_url).body;
+    let before = get(&api, metrics_url).body;
     let capacity_series = |name: &str| format!(r#"sheafalloc_sheaf_capacity{{cache="{name}"}}"#);
     let unused = names
         .iter()
@@ -426,12 +422,12 @@ fn unused_caches_appear_in_metrics_once_tuned() {
         .find(|name| sample(&before, &capacity_series(name)).is_none())
         .expect("a cache without series");
     let reply = put(
-        &agent,
+        &api,
         &format!("/v1/caches/{unused}/sheaf_capacity"),
         r#"{"sheaf_capacity": 1}"#,
     );
     assert_eq!(reply.status, 200, "{reply:?}");
-    let after = get(&agent, metrics_url).body;
+    let after = get(&api, metrics_url).body;
     assert_eq!(
         sample(&after, &capacity_series(unused)),
         Some(1.0),
@@ -442,9 +438,9 @@ fn unused_caches_appear_in_metrics_once_tuned() {
 #[test]
 fn head_requests_work_on_reads() {
     let handle = sidecar(None);
-    let agent = client(&handle);
+    let api = client(&handle);
     for path in ["/healthz", "/v1/caches/size-256", "/"] {
-        let reply = agent.call(Method::HEAD, path).send().unwrap();
+        let reply = api.call(Method::HEAD, path).send().unwrap();
         assert_eq!((reply.status, reply.body.as_str()), (200, ""), "{path}");
     }
 }
@@ -487,11 +483,11 @@ fn a_panicking_handler_gets_a_json_500_and_the_server_goes_on() {
         .route("/fine", route_get(|| async { "fine" }));
     let config = Config::new("127.0.0.1:0".parse().unwrap());
     let handle = spawn_router(&config, harden(routes)).unwrap();
-    let agent = client(&handle);
+    let api = client(&handle);
     for _ in 0..3 {
-        let message = get(&agent, "/boom").expect_error(500);
+        let message = get(&api, "/boom").expect_error(500);
         assert!(message.contains("deliberate panic"), "{message}");
-        let reply = get(&agent, "/fine");
+        let reply = get(&api, "/fine");
         assert_eq!((reply.status, reply.body.as_str()), (200, "fine"));
     }
     handle.shutdown().expect("the server thread ends cleanly");
@@ -522,8 +518,8 @@ fn a_taken_port_is_a_bind_error() {
 #[test]
 fn the_page_and_its_assets_are_served_from_here_only() {
     let handle = sidecar(None);
-    let agent = client(&handle);
-    let page = get(&agent, "/").expect_status(200);
+    let api = client(&handle);
+    let page = get(&api, "/").expect_status(200);
     assert!(page.content_type().starts_with("text/html"), "{page:?}");
     assert!(page.body.contains("<table id=\"caches\">"));
     let policy = page.header("content-security-policy").unwrap();
@@ -537,10 +533,10 @@ fn the_page_and_its_assets_are_served_from_here_only() {
     }
     assert_eq!(page.header("x-frame-options"), Some("DENY"));
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
-    let script = get(&agent, "/page.js").expect_status(200);
+    let script = get(&api, "/page.js").expect_status(200);
     assert!(script.content_type().starts_with("text/javascript"));
     assert_eq!(script.body, sheafalloc_control::page::SCRIPT_JS);
-    let style = get(&agent, "/page.css").expect_status(200);
+    let style = get(&api, "/page.css").expect_status(200);
     assert!(style.content_type().starts_with("text/css"));
     // Nothing the page loads lives elsewhere.
     for body in [&page.body, &script.body, &style.body] {

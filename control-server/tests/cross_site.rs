@@ -16,8 +16,8 @@ const PROBE: &str = "size-3072";
 fn a_host_that_does_not_name_the_sidecar_is_misdirected_everywhere() {
     let handle = sidecar(None);
     let port = handle.local_addr().port();
-    let agent = client(&handle);
-    let before = agent.cache(PROBE).unwrap().sheaf_capacity;
+    let api = client(&handle);
+    let before = api.cache(PROBE).unwrap().sheaf_capacity;
     for host in [
         format!("evil.example:{port}"),
         format!("localhost.evil.example:{port}"),
@@ -27,7 +27,7 @@ fn a_host_that_does_not_name_the_sidecar_is_misdirected_everywhere() {
         format!("[::1]:{port}:1"),
     ] {
         for path in ["/", "/v1/caches", "/metrics", "/healthz", "/nope"] {
-            let reply = agent
+            let reply = api
                 .call(Method::GET, path)
                 .header("host", host.clone())
                 .send()
@@ -35,7 +35,7 @@ fn a_host_that_does_not_name_the_sidecar_is_misdirected_everywhere() {
             let message = reply.expect_error(421);
             assert!(message.contains("Host"), "{host} {path}: {message}");
         }
-        let reply = agent
+        let reply = api
             .call(Method::PUT, &format!("/v1/caches/{PROBE}/sheaf_capacity"))
             .header("host", host.clone())
             .json(r#"{"sheaf_capacity": 7}"#)
@@ -43,7 +43,7 @@ fn a_host_that_does_not_name_the_sidecar_is_misdirected_everywhere() {
             .unwrap();
         reply.expect_error(421);
     }
-    assert_eq!(agent.cache(PROBE).unwrap().sheaf_capacity, before);
+    assert_eq!(api.cache(PROBE).unwrap().sheaf_capacity, before);
 
     // Every loopback name at the bound port is fine.
     for host in [
@@ -52,7 +52,7 @@ fn a_host_that_does_not_name_the_sidecar_is_misdirected_everywhere() {
         format!("127.0.0.1:{port}"),
         format!("[::1]:{port}"),
     ] {
-        let reply = agent
+        let reply = api
             .call(Method::GET, "/healthz")
             .header("host", host.clone())
             .send()
@@ -83,8 +83,8 @@ fn a_host_that_does_not_name_the_sidecar_is_misdirected_everywhere() {
 fn writes_from_other_origins_are_forbidden() {
     let handle = sidecar(None);
     let port = handle.local_addr().port();
-    let agent = client(&handle);
-    let before = agent.cache(PROBE).unwrap().sheaf_capacity;
+    let api = client(&handle);
+    let before = api.cache(PROBE).unwrap().sheaf_capacity;
     let capacity_path = format!("/v1/caches/{PROBE}/sheaf_capacity");
     for origin in [
         "http://evil.example".to_owned(),
@@ -94,7 +94,7 @@ fn writes_from_other_origins_are_forbidden() {
         format!("http://127.0.0.1:{}", port.wrapping_add(1)),
         "null".to_owned(),
     ] {
-        let reply = agent
+        let reply = api
             .call(Method::PUT, &capacity_path)
             .header("origin", origin.clone())
             .json(r#"{"sheaf_capacity": 7}"#)
@@ -102,7 +102,7 @@ fn writes_from_other_origins_are_forbidden() {
             .unwrap();
         let message = reply.expect_error(403);
         assert!(message.contains("Origin"), "{origin}: {message}");
-        let reply = agent
+        let reply = api
             .call(Method::POST, "/v1/purge")
             .header("origin", origin.clone())
             .json("{}")
@@ -111,7 +111,7 @@ fn writes_from_other_origins_are_forbidden() {
         reply.expect_error(403);
     }
     for site in ["cross-site", "same-site"] {
-        let reply = agent
+        let reply = api
             .call(Method::POST, "/v1/purge")
             .header("sec-fetch-site", site)
             .json("{}")
@@ -119,11 +119,11 @@ fn writes_from_other_origins_are_forbidden() {
             .unwrap();
         reply.expect_error(403);
     }
-    assert_eq!(agent.cache(PROBE).unwrap().sheaf_capacity, before);
+    assert_eq!(api.cache(PROBE).unwrap().sheaf_capacity, before);
 
     // The sidecar's own origin may write, as its page does; so may a
     // client that sends no Origin.
-    let reply = agent
+    let reply = api
         .call(Method::PUT, &capacity_path)
         .header("origin", format!("http://127.0.0.1:{port}"))
         .header("sec-fetch-site", "same-origin")
@@ -131,7 +131,7 @@ fn writes_from_other_origins_are_forbidden() {
         .send()
         .unwrap();
     assert_eq!(reply.status, 200, "{reply:?}");
-    let reply = agent
+    let reply = api
         .call(Method::PUT, &capacity_path)
         .json(format!(r#"{{"sheaf_capacity": {before}}}"#))
         .send()
@@ -139,7 +139,7 @@ fn writes_from_other_origins_are_forbidden() {
     assert_eq!(reply.status, 200, "{reply:?}");
     // Reads are not writes: a foreign Origin on a GET is answered (the
     // browser keeps the answer from the other site by CORS).
-    let reply = agent
+    let reply = api
         .call(Method::GET, "/v1/caches")
         .header("origin", "http://evil.example")
         .send()
@@ -151,8 +151,8 @@ fn writes_from_other_origins_are_forbidden() {
 #[test]
 fn writes_must_be_declared_json() {
     let handle = sidecar(None);
-    let agent = client(&handle);
-    let before = agent.cache(PROBE).unwrap().sheaf_capacity;
+    let api = client(&handle);
+    let before = api.cache(PROBE).unwrap().sheaf_capacity;
     let capacity_path = format!("/v1/caches/{PROBE}/sheaf_capacity");
     // What an HTML form or a no-cors fetch can send without a preflight.
     for content_type in [
@@ -162,8 +162,8 @@ fn writes_must_be_declared_json() {
         Some("multipart/form-data; boundary=x"),
         Some("application/json-seq"),
     ] {
-        let mut put = agent.call(Method::PUT, &capacity_path);
-        let mut purge = agent.call(Method::POST, "/v1/purge");
+        let mut put = api.call(Method::PUT, &capacity_path);
+        let mut purge = api.call(Method::POST, "/v1/purge");
         if let Some(content_type) = content_type {
             put = put.header("content-type", content_type);
             purge = purge.header("content-type", content_type);
@@ -182,14 +182,14 @@ fn writes_must_be_declared_json() {
         b"POST /v1/purge HTTP/1.1\r\nHost: sidecar\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(status, 415, "{body}");
-    assert_eq!(agent.cache(PROBE).unwrap().sheaf_capacity, before);
+    assert_eq!(api.cache(PROBE).unwrap().sheaf_capacity, before);
     // Parameters and case do not matter.
-    let reply = agent
+    let reply = api
         .call(Method::POST, "/v1/purge")
         .header("content-type", "Application/JSON; charset=utf-8")
         .body("{}")
         .send()
         .unwrap();
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert_eq!(get(&agent, "/healthz").status, 200);
+    assert_eq!(get(&api, "/healthz").status, 200);
 }
