@@ -19,7 +19,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -35,6 +35,12 @@ const DEADLINE: Duration = Duration::from_secs(60);
 const BUSY: &str = "size-256";
 /// The cache whose capacity the page changes.
 const TUNED: &str = "size-1024";
+
+/// One browser at a time (the machine may have two cores).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Two threads allocating bursts of 256, 1000 and 2112 bytes until
 /// dropped.
@@ -345,6 +351,7 @@ fn rate(text: &str) -> f64 {
 
 #[test]
 fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
+    let _serial = serial();
     let _workload = Workload::start();
     let handle = sidecar(None);
     let api = client(&handle);
@@ -498,4 +505,125 @@ fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
         &restore,
     )
     .expect_status(200);
+}
+
+/// The requests a [`tuning_sidecar`] received for capacity changes.
+type Received = Arc<Mutex<Vec<(String, Option<String>, String)>>>;
+
+/// A sidecar serving the page over the real `/v1/caches` answer with a
+/// `tuning` field added to every cache (`pinned` for [`BUSY`], `auto` for
+/// the others), as the sidecar will report once the auto-tuner exists; its
+/// capacity endpoint records what it receives and answers 200.
+fn tuning_sidecar(received: Received) -> sheafalloc_control::ControlHandle {
+    use axum::http::header::CONTENT_TYPE;
+    use axum::routing::{get, put};
+    use sheafalloc_control::caches::{CacheView, CachesView, ThreadsView};
+
+    let caches = || async {
+        let (live, ever) = sheafalloc_core::runtime::thread_counts();
+        let view = CachesView {
+            caches: sheafalloc_control::caches::snapshot_all()
+                .iter()
+                .map(|(class, stats)| CacheView::new(*class, stats))
+                .collect(),
+            large: sheafalloc_core::large_stats(),
+            threads: ThreadsView { live, ever },
+        };
+        let mut json = serde_json::to_value(view).unwrap_or_default();
+        for cache in json["caches"].as_array_mut().into_iter().flatten() {
+            let tuning = if cache["name"] == BUSY {
+                "pinned"
+            } else {
+                "auto"
+            };
+            cache["tuning"] = tuning.into();
+        }
+        axum::Json(json)
+    };
+    let set = move |axum::extract::Path(name): axum::extract::Path<String>,
+                    headers: axum::http::HeaderMap,
+                    body: String| {
+        let received = Arc::clone(&received);
+        async move {
+            let content_type = headers
+                .get(CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            received
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((name.clone(), content_type, body));
+            axum::Json(json!({
+                "name": name, "sheaf_capacity": 64, "previous_sheaf_capacity": 64
+            }))
+        }
+    };
+    let asset = |body: &'static str, content_type: &'static str| {
+        move || async move { ([(CONTENT_TYPE, content_type)], body) }
+    };
+    let routes = axum::Router::new()
+        .route(
+            "/",
+            get(asset(sheafalloc_control::page::INDEX_HTML, "text/html")),
+        )
+        .route(
+            "/page.js",
+            get(asset(
+                sheafalloc_control::page::SCRIPT_JS,
+                "text/javascript",
+            )),
+        )
+        .route(
+            "/page.css",
+            get(asset(sheafalloc_control::page::STYLE_CSS, "text/css")),
+        )
+        .route("/v1/caches", get(caches))
+        .route("/v1/caches/{name}/sheaf_capacity", put(set));
+    let config = sheafalloc_control::Config::new("127.0.0.1:0".parse().unwrap());
+    sheafalloc_control::spawn_router(&config, sheafalloc_control::harden(routes))
+        .expect("the sidecar starts")
+}
+
+#[test]
+fn the_page_shows_the_tuning_state_when_the_sidecar_reports_it() {
+    let _serial = serial();
+    let _workload = Workload::start();
+    let received = Received::default();
+    let handle = tuning_sidecar(Arc::clone(&received));
+    let driver = Driver::start();
+    let browser = Browser::open(&driver);
+    browser.go(&format!("{}/", handle.url()));
+    let tuning = browser.wait_for(
+        "tuning states in the table",
+        "const cells = Array.from(document.querySelectorAll('#rows tr[data-cache]'))
+             .map(row => [row.dataset.cache, row.querySelector('td[data-field=\"tuning\"]').textContent]);
+         return cells.length > 0 ? cells : null;",
+        |value| !value.is_null(),
+    );
+    let tuning = tuning.as_array().unwrap();
+    for row in tuning {
+        let expected = if row[0] == BUSY { "pinned" } else { "auto" };
+        assert_eq!(row[1], expected, "{row}");
+    }
+    // The form offers "auto" and sends it as the API takes it.
+    browser.click(&format!("button[data-cache=\"{BUSY}\"]"));
+    let hidden = browser.script("return document.getElementById('cap-auto').hidden");
+    assert_eq!(
+        hidden, false,
+        "no auto button for a cache with a tuning state"
+    );
+    browser.click("#cap-auto");
+    browser.wait_for(
+        "the auto request answered",
+        "return document.getElementById('cap-result').dataset.state;",
+        |state| state == "ok",
+    );
+    let received = received.lock().unwrap_or_else(PoisonError::into_inner);
+    let (name, content_type, body) = received.last().expect("a PUT arrived").clone();
+    assert_eq!(name, BUSY);
+    assert_eq!(content_type.as_deref(), Some("application/json"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({ "sheaf_capacity": "auto" })
+    );
 }
