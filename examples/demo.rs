@@ -5,8 +5,8 @@
 //!
 //! Usage: `demo [seconds-per-run] [connections]` (default 12 s, 1000).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Read;
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,19 +33,12 @@ fn free_loopback_port() -> u16 {
         .unwrap_or(9187)
 }
 
-/// One HTTP/1.1 GET on loopback; the body, if the status is 200.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+/// The number of caches the control plane on `port` lists, once it answers.
+fn control_plane_caches(port: u16) -> Option<usize> {
+    let client = sheafalloc_control::client::Client::new(&port.to_string())
+        .ok()?
+        .with_timeout(Duration::from_secs(2));
+    client.caches().ok().map(|caches| caches.caches.len())
 }
 
 fn run(binary: &str, seconds: u64, connections: usize, control_port: Option<u16>) -> Run {
@@ -68,8 +61,7 @@ fn run(binary: &str, seconds: u64, connections: usize, control_port: Option<u16>
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut shown = false;
         while Instant::now() < deadline && !shown {
-            if let Some(body) = http_get(port, "/v1/caches") {
-                let caches = body.matches("\"name\"").count();
+            if let Some(caches) = control_plane_caches(port) {
                 println!("  control plane live at http://127.0.0.1:{port}/v1/caches ({caches} caches), metrics at http://127.0.0.1:{port}/metrics");
                 shown = true;
             } else {

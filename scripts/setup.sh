@@ -8,6 +8,7 @@
 set -euo pipefail
 
 packages=(libhwloc-dev libudev-dev pkg-config prometheus cmake valgrind curl)
+packages+=(chromium chromium-driver fonts-dejavu-core) # the control page's browser test (headless, WebDriver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -17,6 +17,8 @@ if [ -n "$stray" ]; then
   exit 1
 fi
 
+bash scripts/check-control-deps.sh
+
 echo "== clippy" >&2
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 

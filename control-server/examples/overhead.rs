@@ -13,11 +13,11 @@
 //! back, so it is the more robust one on a shared machine).
 
 use std::alloc::{alloc, dealloc, Layout};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use sheafalloc_control::client::Client;
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -90,19 +90,16 @@ fn worker(stop: &AtomicBool) -> u64 {
 }
 
 /// GETs `/metrics` every period; returns (scrapes, total scrape time).
-fn scraper(addr: SocketAddr, stop: &AtomicBool) -> (u64, Duration) {
+fn scraper(client: &Client, stop: &AtomicBool) -> (u64, Duration) {
     let mut scrapes = 0;
     let mut busy = Duration::ZERO;
     let mut next = Instant::now();
-    let mut body = Vec::with_capacity(1 << 20);
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
         if started >= next {
-            body.clear();
-            if scrape(addr, &mut body).is_ok() && body.starts_with(b"HTTP/1.1 200") {
-                scrapes += 1;
-            } else {
-                eprintln!("overhead: a scrape failed");
+            match client.metrics() {
+                Ok(_) => scrapes += 1,
+                Err(error) => eprintln!("overhead: a scrape failed: {error}"),
             }
             busy += started.elapsed();
             next += SCRAPE_PERIOD;
@@ -114,14 +111,6 @@ fn scraper(addr: SocketAddr, stop: &AtomicBool) -> (u64, Duration) {
     (scrapes, busy)
 }
 
-fn scrape(addr: SocketAddr, body: &mut Vec<u8>) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")?;
-    stream.read_to_end(body)?;
-    Ok(())
-}
-
 struct Round {
     objects_per_second: f64,
     scrapes: u64,
@@ -130,16 +119,20 @@ struct Round {
 }
 
 fn round(options: &Options, with_sidecar: bool) -> Round {
+    // No exposition cache: every scrape builds a fresh one, the worst case
+    // for the allocating threads.
     let sidecar = with_sidecar.then(|| {
-        sheafalloc_control::spawn(sheafalloc_control::Config::new(
-            "127.0.0.1:0".parse().expect("an address"),
-        ))
+        sheafalloc_control::spawn(
+            sheafalloc_control::Config::new("127.0.0.1:0".parse().expect("an address"))
+                .with_metrics_max_age(Duration::ZERO),
+        )
         .expect("the sidecar starts")
     });
     let stop = Arc::new(AtomicBool::new(false));
     let scraper = sidecar.as_ref().map(|handle| {
-        let (addr, stop) = (handle.local_addr(), Arc::clone(&stop));
-        std::thread::spawn(move || scraper(addr, &stop))
+        let client = Client::new(&handle.url()).expect("the sidecar's address");
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || scraper(&client, &stop))
     });
     let started = Instant::now();
     let workers: Vec<_> = (0..options.threads)

@@ -2,7 +2,9 @@
 //! control plane: run it with `SHEAFALLOC_CONTROL_ADDR=127.0.0.1:9187` and
 //! the `control` feature starts the sidecar before `main` (the URL goes to
 //! stderr). Meanwhile `main` runs a steady allocation workload over a few
-//! size classes, so the counters move.
+//! size classes, so the counters move, and a second thread frees buffers a
+//! third one allocated (with `SHEAFALLOC_NUMA_NODES=N` those frees cross
+//! nodes, so remote frees show too).
 //!
 //! ```text
 //! SHEAFALLOC_CONTROL_ADDR=127.0.0.1:9187 cargo run -p sheafalloc-control --example serve -- --seconds 60
@@ -40,6 +42,7 @@ fn main() {
         None
     };
     let deadline = Instant::now() + Duration::from_secs(seconds);
+    let hand_off_thread = std::thread::spawn(move || hand_off(deadline));
     let mut kept: Vec<Vec<u8>> = Vec::new();
     let mut round = 0u64;
     while Instant::now() < deadline {
@@ -57,6 +60,27 @@ fn main() {
         round += 1;
         std::thread::sleep(Duration::from_millis(5));
     }
+    let _ = hand_off_thread.join();
+}
+
+/// A producer thread allocates 512-byte buffers in batches and a consumer
+/// thread frees them: every free is a cross-thread one.
+fn hand_off(deadline: Instant) {
+    let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(4);
+    let consumer = std::thread::spawn(move || {
+        for batch in receive {
+            drop(batch);
+        }
+    });
+    while Instant::now() < deadline {
+        let batch: Vec<Vec<u8>> = (0..256).map(|i| vec![i as u8; 512]).collect();
+        if send.send(batch).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(send);
+    let _ = consumer.join();
 }
 
 fn parse_seconds() -> Result<u64, String> {

@@ -1,7 +1,12 @@
-//! Write protection: when a token is configured, every request that is not
+//! Token protection: when a token is configured, every request that is not
 //! a read (`GET`, `HEAD`, `OPTIONS`) must carry `Authorization: Bearer
-//! <token>`. The comparison takes time independent of where the presented
+//! <token>`, and with [`crate::Config::token_for_reads`] every request
+//! does. The comparison takes time independent of where the presented
 //! token first differs (`subtle`); only its length may show.
+//!
+//! The router puts this only in front of the API: `GET /healthz` and the
+//! page's static files stay open (they show no figures; the page asks for
+//! the token and sends it with its own requests).
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -13,8 +18,9 @@ use subtle::ConstantTimeEq;
 use crate::error::ApiError;
 use crate::AppState;
 
-/// Middleware: lets reads through, checks the bearer token on writes.
-pub(crate) async fn require_token_for_writes(
+/// Middleware: checks the bearer token on writes, and on reads too when
+/// they are protected.
+pub(crate) async fn require_token(
     State(state): State<AppState>,
     request: Request,
     next: Next,
@@ -22,7 +28,7 @@ pub(crate) async fn require_token_for_writes(
     let Some(token) = state.token() else {
         return next.run(request).await;
     };
-    if is_read(request.method()) {
+    if is_read(request.method()) && !state.token_for_reads() {
         return next.run(request).await;
     }
     let presented = request

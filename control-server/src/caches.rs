@@ -25,6 +25,11 @@ use crate::error::ApiError;
 pub struct CacheView {
     /// `size-<object size>`, e.g. `size-256`.
     pub name: String,
+    /// The largest capacity `PUT .../sheaf_capacity` accepts for this cache
+    /// (256, or fewer for large objects: a sheaf holds at most
+    /// `SHEAF_BYTES_MAX` bytes of objects).
+    #[serde(default)]
+    pub sheaf_capacity_max: u32,
     /// The snapshot (JSON: its fields at the top level).
     #[serde(flatten)]
     pub stats: CacheStats,
@@ -42,6 +47,7 @@ impl CacheView {
     pub fn new(class: SizeClass, stats: &CacheStats) -> Self {
         Self {
             name: class.name().as_str().to_owned(),
+            sheaf_capacity_max: max_sheaf_capacity(class),
             stats: *stats,
         }
     }
@@ -75,7 +81,7 @@ pub struct CachesView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CapacityRequest {
-    /// The new capacity, `1..=256`.
+    /// The new capacity, `1..=sheaf_capacity_max`.
     pub sheaf_capacity: serde_json::Number,
 }
 
@@ -275,6 +281,9 @@ mod tests {
         };
         let view = CacheView::new(class, &stats);
         assert_eq!(view.name, "size-256");
+        assert_eq!(view.sheaf_capacity_max, 256);
+        let largest = SizeClass::from_name("size-262144").unwrap();
+        assert_eq!(CacheView::new(largest, &stats).sheaf_capacity_max, 2);
         assert_eq!((view.allocations, view.frees, view.live_objects), (7, 3, 4));
     }
 }

@@ -1,10 +1,13 @@
-//! Where the sidecar listens and which token guards writes: [`Config`],
-//! read from code or from the environment (`SHEAFALLOC_CONTROL_ADDR`,
-//! `SHEAFALLOC_CONTROL_TOKEN`), the one safety rule checked before
-//! anything binds (a non-loopback address needs a token), and the
-//! [`Limits`] that bound what any client can make the sidecar hold.
+//! Where the sidecar listens and who may use it: [`Config`], read from
+//! code or from the environment (`SHEAFALLOC_CONTROL_ADDR`, the token from
+//! `SHEAFALLOC_CONTROL_TOKEN` or `SHEAFALLOC_CONTROL_TOKEN_FILE`,
+//! `SHEAFALLOC_CONTROL_TOKEN_READS`), the rules checked before anything
+//! binds (a non-loopback address needs a token; protected reads need one
+//! too), and the [`Limits`] that bound what any client can make the
+//! sidecar hold.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Environment variable naming the address to listen on; when set, the
@@ -12,6 +15,15 @@ use std::time::Duration;
 pub const ADDR_ENV: &str = "SHEAFALLOC_CONTROL_ADDR";
 /// Environment variable holding the bearer token writes must present.
 pub const TOKEN_ENV: &str = "SHEAFALLOC_CONTROL_TOKEN";
+/// Environment variable naming a file that holds the token (readable by
+/// its owner only); the alternative to [`TOKEN_ENV`].
+pub const TOKEN_FILE_ENV: &str = "SHEAFALLOC_CONTROL_TOKEN_FILE";
+/// Environment variable that, set to `1` (or `true`, `yes`), makes reads
+/// need the token too ([`Config::token_for_reads`]).
+pub const TOKEN_READS_ENV: &str = "SHEAFALLOC_CONTROL_TOKEN_READS";
+/// How long a built `/metrics` exposition is served again before the
+/// next scrape builds a fresh one ([`Config::metrics_max_age`]).
+pub const METRICS_MAX_AGE: Duration = Duration::from_secs(1);
 /// The port used when an address names none: `127.0.0.1:9187`.
 pub const DEFAULT_PORT: u16 = 9187;
 
@@ -23,6 +35,15 @@ pub struct Config {
     /// Bearer token for writes (`PUT`, `POST`). `None`: writes are open,
     /// which [`Config::check`] allows only on a loopback address.
     pub token: Option<String>,
+    /// Whether reads (`GET`, `HEAD`) need the token too. `GET /healthz`
+    /// and the page's static files (`GET /`) stay open: they show no
+    /// figures. Needs a token.
+    pub token_for_reads: bool,
+    /// How long one built `/metrics` exposition is served to every scrape
+    /// before the next one is built ([`METRICS_MAX_AGE`] by default; zero
+    /// builds one per scrape). A flood of scrapes costs one snapshot per
+    /// interval, not one per request.
+    pub metrics_max_age: Duration,
     /// Bounds on connections, time and header sizes.
     pub limits: Limits,
 }
@@ -91,6 +112,8 @@ impl core::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("addr", &self.addr)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("token_for_reads", &self.token_for_reads)
+            .field("metrics_max_age", &self.metrics_max_age)
             .field("limits", &self.limits)
             .finish()
     }
@@ -118,6 +141,37 @@ pub enum ConfigError {
     },
     /// A non-loopback address without a token.
     NonLoopbackWithoutToken(SocketAddr),
+    /// Reads were to need the token, but there is none.
+    ReadsNeedATokenButNoneIsSet,
+    /// Both `SHEAFALLOC_CONTROL_TOKEN` and `SHEAFALLOC_CONTROL_TOKEN_FILE`
+    /// are set.
+    TwoTokens,
+    /// The token file is missing, unreadable, not a regular file or empty.
+    TokenFile {
+        /// The path given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// The token file may be read by its group or by others.
+    TokenFileReadableByOthers {
+        /// The path given.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The token holds characters a client cannot send in an
+    /// `Authorization` header (only visible ASCII is allowed).
+    BadToken,
+    /// An environment variable has a value that means nothing.
+    BadValue {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// The values it takes.
+        expected: &'static str,
+    },
 }
 
 impl core::fmt::Display for ConfigError {
@@ -133,6 +187,34 @@ impl core::fmt::Display for ConfigError {
                  without {TOKEN_ENV}: set a token (writes then need \
                  `Authorization: Bearer <token>`) or bind 127.0.0.1"
             ),
+            Self::ReadsNeedATokenButNoneIsSet => write!(
+                f,
+                "{TOKEN_READS_ENV} asks for the token on reads, but no token is set \
+                 ({TOKEN_ENV} or {TOKEN_FILE_ENV})"
+            ),
+            Self::TwoTokens => write!(
+                f,
+                "both {TOKEN_ENV} and {TOKEN_FILE_ENV} are set; set one of them"
+            ),
+            Self::TokenFile { path, reason } => {
+                write!(f, "{TOKEN_FILE_ENV}={}: {reason}", path.display())
+            }
+            Self::TokenFileReadableByOthers { path, mode } => write!(
+                f,
+                "{TOKEN_FILE_ENV}={}: the file has mode {mode:04o}, so its group or others \
+                 can read the token; make it readable by its owner only (chmod 600)",
+                path.display()
+            ),
+            Self::BadToken => write!(
+                f,
+                "the token may hold only visible ASCII characters (no spaces or \
+                 control characters), or clients cannot send it"
+            ),
+            Self::BadValue {
+                variable,
+                value,
+                expected,
+            } => write!(f, "{variable}={value:?} is not one of {expected}"),
         }
     }
 }
@@ -145,6 +227,8 @@ impl Config {
         Self {
             addr,
             token: None,
+            token_for_reads: false,
+            metrics_max_age: METRICS_MAX_AGE,
             limits: Limits::default(),
         }
     }
@@ -163,9 +247,31 @@ impl Config {
         self
     }
 
-    /// Reads `SHEAFALLOC_CONTROL_ADDR` and `SHEAFALLOC_CONTROL_TOKEN`.
-    /// `Ok(None)` when the address variable is unset or empty (the sidecar
-    /// is off). The result has passed [`Config::check`].
+    /// Reads the token from `path`, which must be a regular file readable
+    /// by its owner only (mode `0600` or `0400`); surrounding whitespace,
+    /// such as the final newline, is not part of the token.
+    pub fn with_token_file(self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        Ok(self.with_token(crate::token::read_token_file(path.as_ref())?))
+    }
+
+    /// Makes reads need the token too (see [`Config::token_for_reads`]).
+    pub fn with_token_for_reads(mut self, token_for_reads: bool) -> Self {
+        self.token_for_reads = token_for_reads;
+        self
+    }
+
+    /// Serves one built `/metrics` exposition for `max_age` (see
+    /// [`Config::metrics_max_age`]).
+    pub fn with_metrics_max_age(mut self, max_age: Duration) -> Self {
+        self.metrics_max_age = max_age;
+        self
+    }
+
+    /// Reads `SHEAFALLOC_CONTROL_ADDR`, the token (`SHEAFALLOC_CONTROL_TOKEN`
+    /// or `SHEAFALLOC_CONTROL_TOKEN_FILE`, not both) and
+    /// `SHEAFALLOC_CONTROL_TOKEN_READS`. `Ok(None)` when the address
+    /// variable is unset or empty (the sidecar is off). The result has
+    /// passed [`Config::check`].
     pub fn from_env() -> Result<Option<Self>, ConfigError> {
         let Some(addr) = std::env::var_os(ADDR_ENV) else {
             return Ok(None);
@@ -175,20 +281,26 @@ impl Config {
             return Ok(None);
         }
         let mut config = Self::new(parse_addr(&addr)?);
-        if let Some(token) = std::env::var_os(TOKEN_ENV) {
-            config = config.with_token(token.to_string_lossy());
+        if let Some(token) = crate::token::token_from_env()? {
+            config = config.with_token(token);
         }
+        config.token_for_reads = crate::token::reads_need_token_from_env()?;
         config.check()?;
         Ok(Some(config))
     }
 
-    /// The rule checked before binding: a non-loopback address needs a
-    /// token.
+    /// The rules checked before binding: a non-loopback address needs a
+    /// token, so do protected reads, and the token must be sendable in a
+    /// header.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if self.token.is_none() && !is_loopback(self.addr.ip()) {
-            return Err(ConfigError::NonLoopbackWithoutToken(self.addr));
+        match &self.token {
+            None if !is_loopback(self.addr.ip()) => {
+                Err(ConfigError::NonLoopbackWithoutToken(self.addr))
+            }
+            None if self.token_for_reads => Err(ConfigError::ReadsNeedATokenButNoneIsSet),
+            Some(token) if !crate::token::is_sendable(token) => Err(ConfigError::BadToken),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -262,6 +374,29 @@ mod tests {
         assert_eq!(limits.write_timeout, Duration::from_secs(10));
         assert_eq!(limits.max_header_bytes, 8192);
         assert_eq!(Limits::MAX_HEADERS, 100);
+    }
+
+    #[test]
+    fn protected_reads_need_a_token() {
+        let config = Config::new("127.0.0.1:0".parse().unwrap()).with_token_for_reads(true);
+        assert_eq!(
+            config.check(),
+            Err(ConfigError::ReadsNeedATokenButNoneIsSet)
+        );
+        assert!(config.with_token("s3cret").check().is_ok());
+    }
+
+    #[test]
+    fn tokens_must_be_sendable_in_a_header() {
+        let config = Config::new("127.0.0.1:0".parse().unwrap());
+        for bad in ["two words", "tab\there", "caf\u{e9}", "nul\0"] {
+            assert_eq!(
+                config.clone().with_token(bad).check(),
+                Err(ConfigError::BadToken),
+                "{bad:?}"
+            );
+        }
+        assert!(config.with_token("A-Za-z0-9._~+/=!").check().is_ok());
     }
 
     #[test]

@@ -25,8 +25,12 @@ pub struct ErrorBody {
 pub enum ApiError {
     /// 400: the request is malformed (bad JSON, wrong field type, bad path).
     BadRequest(String),
-    /// 401: a write without a valid bearer token while a token is set.
+    /// 401: a write (or, with reads protected, any request) without a
+    /// valid bearer token while a token is set.
     Unauthorized,
+    /// 403: a write sent from another site (its `Origin` or
+    /// `Sec-Fetch-Site` names one).
+    Forbidden(String),
     /// 404: no cache by this name, or no such route.
     NotFound(String),
     /// 405: the route exists but not with this method.
@@ -36,6 +40,11 @@ pub enum ApiError {
     RequestTimeout,
     /// 413: the body is larger than [`crate::MAX_BODY_BYTES`].
     PayloadTooLarge,
+    /// 415: a write whose body is not declared `application/json`.
+    UnsupportedMediaType,
+    /// 421: the `Host` is neither the address the sidecar is bound to nor
+    /// a loopback name (DNS rebinding, or a request meant for elsewhere).
+    MisdirectedRequest(String),
     /// 422: well-formed but outside what is allowed (a capacity out of range).
     Unprocessable(String),
     /// 500: the sidecar failed (a caught panic, a failed background task).
@@ -48,10 +57,13 @@ impl ApiError {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -61,12 +73,19 @@ impl ApiError {
     pub fn message(&self) -> String {
         match self {
             Self::BadRequest(message)
+            | Self::Forbidden(message)
+            | Self::MisdirectedRequest(message)
             | Self::NotFound(message)
             | Self::Unprocessable(message)
             | Self::Internal(message) => message.clone(),
             Self::Unauthorized => "this request needs the header `Authorization: Bearer <token>` \
-                 with the token of SHEAFALLOC_CONTROL_TOKEN"
+                 with the token of SHEAFALLOC_CONTROL_TOKEN (or SHEAFALLOC_CONTROL_TOKEN_FILE)"
                 .to_owned(),
+            Self::UnsupportedMediaType => {
+                "writes must be sent with `content-type: application/json` \
+                 (a purge with the body {})"
+                    .to_owned()
+            }
             Self::MethodNotAllowed => "method not allowed on this path".to_owned(),
             Self::RequestTimeout => {
                 "the request was not complete, or not answered, within the request timeout"

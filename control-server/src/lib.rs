@@ -19,16 +19,25 @@
 //!
 //! | method, path | does |
 //! |---|---|
+//! | `GET /` | the live page (with `/page.js`, `/page.css`; no external assets) |
 //! | `GET /v1/caches` | every cache with its counters, plus direct mappings and threads |
 //! | `GET /v1/caches/{name}` | one cache (`size-256`) |
-//! | `PUT /v1/caches/{name}/sheaf_capacity` | body `{"sheaf_capacity": N}`, `1..=256`; live |
+//! | `PUT /v1/caches/{name}/sheaf_capacity` | body `{"sheaf_capacity": N}`, `1..=sheaf_capacity_max`; live |
 //! | `GET /v1/topology` | the allocator's nodes and the host's NUMA nodes with CPU sets |
-//! | `POST /v1/purge` | returns free memory to the OS now |
-//! | `GET /metrics` | Prometheus text, names prefixed `sheafalloc_` |
+//! | `POST /v1/purge` | body `{}`; returns free memory to the OS now |
+//! | `GET /metrics` | Prometheus text, names prefixed `sheafalloc_` (cached 1 s) |
 //! | `GET /healthz` | liveness |
 //!
 //! Errors are JSON `{"error": "..."}` with the matching status (400, 401,
-//! 404, 405, 408, 413, 422, 500).
+//! 403, 404, 405, 408, 413, 415, 421, 422, 500).
+//!
+//! # Who may ask
+//!
+//! A served sidecar answers only requests that name it (`Host`: the bound
+//! address or a loopback name; 421 otherwise), takes writes only from its
+//! own origin (403) and only as JSON (415), and with a token configured
+//! needs `Authorization: Bearer <token>` on writes, and on reads too if
+//! asked ([`Config::token_for_reads`]). See [`cross_site`] and [`Config`].
 //!
 //! # Limits
 //!
@@ -75,15 +84,22 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 mod auth;
 pub mod caches;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod config;
 mod conn;
+pub mod cross_site;
 pub mod error;
+pub mod exposition;
 pub mod health;
 mod limits;
 pub mod metrics;
+pub mod page;
+mod process;
 pub mod purge;
 pub mod server;
 pub mod state;
+pub mod token;
 pub mod topology;
 
 pub use config::{Config, ConfigError, Limits};
@@ -95,24 +111,36 @@ pub use state::AppState;
 pub const MAX_BODY_BYTES: usize = 4096;
 
 /// The API: every endpoint over `state`, with [`harden`] applied.
+///
+/// The token check (and, for writes, the origin and content-type checks of
+/// [`cross_site`]) guard the API; the page's static files and `/healthz`
+/// show no figures and stay open. The `Host` check needs the bound address,
+/// so the server loop adds it ([`spawn`], [`spawn_router`]).
 pub fn router(state: AppState) -> Router {
+    let open = Router::new()
+        .route("/", get(page::index))
+        .route("/page.js", get(page::script))
+        .route("/page.css", get(page::style))
+        .route("/healthz", get(health::healthz));
+    // The write checks wrap each write handler, not the whole route, so a
+    // wrong method still gets its 405.
+    let write = || middleware::from_fn(cross_site::check_writes);
     let api = Router::new()
-        .route("/healthz", get(health::healthz))
         .route("/v1/caches", get(caches::list))
         .route("/v1/caches/{name}", get(caches::show))
         .route(
             "/v1/caches/{name}/sheaf_capacity",
-            put(caches::set_capacity),
+            put(caches::set_capacity).route_layer(write()),
         )
         .route("/v1/topology", get(topology::topology))
-        .route("/v1/purge", post(purge::purge))
+        .route("/v1/purge", post(purge::purge).route_layer(write()))
         .route("/metrics", get(metrics::metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_token_for_writes,
+            auth::require_token,
         ))
         .with_state(state);
-    harden(api)
+    harden(open.merge(api))
 }
 
 /// Wraps any routes the way the API is wrapped: JSON 404 for unknown
@@ -135,6 +163,7 @@ pub(crate) fn rejection_to_error(status: StatusCode, text: String) -> ApiError {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
         StatusCode::NOT_FOUND => ApiError::NotFound(text),
         StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable(text),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType,
         status if status.is_server_error() => ApiError::Internal(text),
         _ => ApiError::BadRequest(text),
     }

@@ -8,7 +8,9 @@
 //! `max_connections` connections are served at once (a connection beyond
 //! that gets a fixed 503 and is closed at once), each has a header read
 //! timeout (idle and slow clients), a request timeout (408) and a write
-//! timeout (clients that do not read), and a bounded request head.
+//! timeout (clients that do not read), and a bounded request head. It also
+//! answers only requests whose `Host` names the bound address or a
+//! loopback name (421 otherwise; see [`crate::cross_site`]).
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -27,7 +29,7 @@ use tokio::sync::{oneshot, Semaphore};
 use crate::config::{Config, ConfigError, Limits};
 use crate::conn::WriteDeadline;
 use crate::error::ErrorBody;
-use crate::{limits, router, AppState};
+use crate::{cross_site, limits, router, AppState};
 
 /// How long a graceful shutdown may wait for open connections before the
 /// server thread stops anyway.
@@ -137,16 +139,18 @@ impl Drop for ControlHandle {
 }
 
 /// Starts the sidecar with the standard API ([`router`] over a fresh
-/// [`AppState`] with the config's token).
+/// [`AppState`] made from the config: its token, protected reads, metrics
+/// cache).
 ///
 /// Refuses a non-loopback address without a token.
 pub fn spawn(config: Config) -> Result<ControlHandle, SpawnError> {
-    let state = AppState::new(config.token.clone());
+    let state = AppState::from_config(&config);
     spawn_router(&config, router(state))
 }
 
 /// Starts the sidecar if `SHEAFALLOC_CONTROL_ADDR` is set (`Ok(None)`
-/// otherwise), with the token from `SHEAFALLOC_CONTROL_TOKEN`.
+/// otherwise), as [`Config::from_env`] reads the environment (the token
+/// from `SHEAFALLOC_CONTROL_TOKEN` or `SHEAFALLOC_CONTROL_TOKEN_FILE`).
 pub fn spawn_from_env() -> Result<Option<ControlHandle>, SpawnError> {
     match Config::from_env()? {
         Some(config) => spawn(config).map(Some),
@@ -182,7 +186,7 @@ pub fn spawn_router(config: &Config, app: Router) -> Result<ControlHandle, Spawn
     let limits = config.limits;
     let thread = std::thread::Builder::new()
         .name("sheafalloc-control".to_owned())
-        .spawn(move || runtime.block_on(serve(listener, app, limits, shutdown_signal)))
+        .spawn(move || runtime.block_on(serve(listener, addr, app, limits, shutdown_signal)))
         .map_err(SpawnError::Runtime)?;
     Ok(ControlHandle {
         addr,
@@ -215,14 +219,19 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// and stops hard after [`SHUTDOWN_GRACE`].
 async fn serve(
     listener: TcpListener,
+    bound: SocketAddr,
     app: Router,
     limits: Limits,
     mut shutdown_signal: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
     let request_timeout = limits.request_timeout;
-    let app = app.layer(middleware::from_fn(move |request, next| {
-        limits::request_timeout(request_timeout, request, next)
-    }));
+    let app = app
+        .layer(middleware::from_fn(move |request, next| {
+            limits::request_timeout(request_timeout, request, next)
+        }))
+        .layer(middleware::from_fn(move |request, next| {
+            cross_site::check_host(bound, request, next)
+        }));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)

@@ -7,7 +7,7 @@ use std::alloc::{alloc, dealloc, Layout};
 
 use axum::routing::get as route_get;
 use axum::Router;
-use common::{client, delete, get, post, put, raw, sample, sidecar};
+use common::{client, get, get_json, post, put, raw, sample, sidecar, Expect, Method};
 use sheafalloc_control::{harden, spawn_router, Config};
 
 #[global_allocator]
@@ -16,17 +16,18 @@ static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
 #[test]
 fn healthz_answers_ok() {
     let handle = sidecar(None);
-    let reply = get(&client(), &format!("{}/healthz", handle.url()));
+    let reply = get(&client(&handle), "/healthz");
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.json(), serde_json::json!({"status": "ok"}));
+    assert_eq!(reply.value(), serde_json::json!({"status": "ok"}));
+    assert_eq!(client(&handle).health().unwrap().status, "ok");
 }
 
 #[test]
 fn caches_list_every_class_with_live_counters() {
     let handle = sidecar(None);
-    let agent = client();
-    let url = format!("{}/v1/caches", handle.url());
-    let before = get(&agent, &url).json();
+    let api = client(&handle);
+    let url = "/v1/caches";
+    let before = get_json(&api, url);
     let caches = before["caches"].as_array().expect("caches array");
     assert_eq!(caches.len(), sheafalloc_core::SizeClass::all().count());
     let names: Vec<&str> = caches.iter().map(|c| c["name"].as_str().unwrap()).collect();
@@ -40,9 +41,12 @@ fn caches_list_every_class_with_live_counters() {
     assert!(before["threads"]["live"].as_u64().unwrap() >= 1);
     for field in [
         "allocations",
+        "slow_path_allocs",
         "live_objects",
+        "live_bytes",
         "bytes_held",
         "sheaf_capacity",
+        "sheaf_capacity_max",
     ] {
         assert!(caches[0].get(field).is_some(), "{field} missing");
     }
@@ -63,8 +67,16 @@ fn caches_list_every_class_with_live_counters() {
     // SAFETY: `layout` has a non-zero size.
     let objects: Vec<*mut u8> = (0..1000).map(|_| unsafe { alloc(layout) }).collect();
     assert!(objects.iter().all(|object| !object.is_null()));
-    let after = get(&agent, &url).json();
+    let after = get_json(&api, url);
     assert!(allocations(&after) >= allocations(&before) + 1000);
+    // The typed view reads the same answer.
+    let typed = api.caches().unwrap();
+    let cache = typed.caches.iter().find(|c| c.name == "size-2304").unwrap();
+    assert!(cache.allocations >= allocations(&before) + 1000);
+    assert_eq!(
+        cache.sheaf_capacity_max, 227,
+        "512 KiB of 2304-byte objects"
+    );
     for object in objects {
         // SAFETY: allocated above with `layout`, freed once.
         unsafe { dealloc(object, layout) };
@@ -74,9 +86,7 @@ fn caches_list_every_class_with_live_counters() {
 #[test]
 fn one_cache_by_name() {
     let handle = sidecar(None);
-    let reply = get(&client(), &format!("{}/v1/caches/size-256", handle.url()));
-    assert_eq!(reply.status, 200);
-    let json = reply.json();
+    let json = get_json(&client(&handle), "/v1/caches/size-256");
     assert_eq!(json["name"], "size-256");
     assert_eq!(json["object_size"], 256);
     let capacity = json["sheaf_capacity"].as_u64().unwrap();
@@ -86,7 +96,7 @@ fn one_cache_by_name() {
 #[test]
 fn unknown_caches_and_paths_are_json_404s() {
     let handle = sidecar(None);
-    let agent = client();
+    let api = client(&handle);
     for path in [
         "/v1/caches/size-255",
         "/v1/caches/nonsense",
@@ -95,61 +105,60 @@ fn unknown_caches_and_paths_are_json_404s() {
         "/nope",
         "/v1/caches/size-256/nope",
     ] {
-        let reply = get(&agent, &format!("{}{path}", handle.url()));
+        let reply = get(&api, path);
         let message = reply.expect_error(404);
         assert!(!message.is_empty(), "{path}");
     }
     // A name that is not even UTF-8 is a bad request.
-    get(&agent, &format!("{}/v1/caches/%FF", handle.url())).expect_error(400);
+    get(&api, "/v1/caches/%FF").expect_error(400);
     let reply = put(
-        &agent,
-        &format!("{}/v1/caches/size-255/sheaf_capacity", handle.url()),
+        &api,
+        "/v1/caches/size-255/sheaf_capacity",
         r#"{"sheaf_capacity": 8}"#,
-        None,
     );
     assert!(reply.expect_error(404).contains("size-255"));
+    // The typed client escapes what it puts in a path.
+    let error = api.cache("../healthz").unwrap_err().to_string();
+    assert!(
+        error.contains("404") && error.contains("..%2Fhealthz"),
+        "{error}"
+    );
 }
 
 #[test]
 fn capacity_changes_and_its_bad_inputs() {
     let handle = sidecar(None);
-    let agent = client();
+    let api = client(&handle);
     // A class no other test of this file changes.
-    let url = format!("{}/v1/caches/size-40960/sheaf_capacity", handle.url());
-    let cache_url = format!("{}/v1/caches/size-40960", handle.url());
-    let original = get(&agent, &cache_url).json()["sheaf_capacity"]
+    let url = "/v1/caches/size-40960/sheaf_capacity";
+    let cache_url = "/v1/caches/size-40960";
+    let original = get_json(&api, cache_url)["sheaf_capacity"]
         .as_u64()
         .unwrap();
 
-    let reply = put(&agent, &url, r#"{"sheaf_capacity": 3}"#, None);
+    let reply = put(&api, url, r#"{"sheaf_capacity": 3}"#);
     assert_eq!(reply.status, 200, "{reply:?}");
-    let json = reply.json();
+    let json = reply.value();
     assert_eq!(json["name"], "size-40960");
     assert_eq!(json["sheaf_capacity"], 3);
     assert_eq!(json["previous_sheaf_capacity"], original);
-    assert_eq!(get(&agent, &cache_url).json()["sheaf_capacity"], 3);
+    assert_eq!(get_json(&api, cache_url)["sheaf_capacity"], 3);
 
     // 40 KiB objects: at most 12 fit the 512 KiB a sheaf may hold.
     for out_of_range in ["0", "13", "257", "-5", "100000000000000000000", "1e30"] {
         let body = format!(r#"{{"sheaf_capacity": {out_of_range}}}"#);
-        let message = put(&agent, &url, &body, None).expect_error(422);
+        let message = put(&api, url, &body).expect_error(422);
         assert!(
             message.contains("1..=12 for size-40960") && message.contains("512 KiB"),
             "{out_of_range}: {message}"
         );
     }
-    assert_eq!(
-        put(&agent, &url, r#"{"sheaf_capacity": 12}"#, None).status,
-        200
-    );
+    assert_eq!(put(&api, url, r#"{"sheaf_capacity": 12}"#).status, 200);
     // The largest class: two 256 KiB objects per sheaf, not 256.
-    let largest = format!("{}/v1/caches/size-262144/sheaf_capacity", handle.url());
-    let message = put(&agent, &largest, r#"{"sheaf_capacity": 256}"#, None).expect_error(422);
+    let largest = "/v1/caches/size-262144/sheaf_capacity";
+    let message = put(&api, largest, r#"{"sheaf_capacity": 256}"#).expect_error(422);
     assert!(message.contains("1..=2 for size-262144"), "{message}");
-    assert_eq!(
-        put(&agent, &url, r#"{"sheaf_capacity": 3}"#, None).status,
-        200
-    );
+    assert_eq!(put(&api, url, r#"{"sheaf_capacity": 3}"#).status, 200);
     for malformed in [
         r#"{"sheaf_capacity": "#,
         "",
@@ -161,31 +170,36 @@ fn capacity_changes_and_its_bad_inputs() {
         r#"[64]"#,
         r#"{"sheaf_capacity": null}"#,
     ] {
-        let message = put(&agent, &url, malformed, None).expect_error(400);
+        let message = put(&api, url, malformed).expect_error(400);
         assert!(!message.is_empty(), "{malformed}");
     }
     // None of the refused requests changed anything.
-    assert_eq!(get(&agent, &cache_url).json()["sheaf_capacity"], 3);
+    assert_eq!(get_json(&api, cache_url)["sheaf_capacity"], 3);
+    // "auto" is the auto-tuner's; without one it is not a capacity.
+    let reply = put(&api, url, r#"{"sheaf_capacity": "auto"}"#);
+    assert!(matches!(reply.status, 400 | 422), "{reply:?}");
     let restore = format!(r#"{{"sheaf_capacity": {original}}}"#);
-    assert_eq!(put(&agent, &url, &restore, None).status, 200);
+    assert_eq!(put(&api, url, &restore).status, 200);
 }
 
 #[test]
 fn bodies_over_four_kib_get_413() {
     let handle = sidecar(None);
-    let agent = client();
-    let url = format!("{}/v1/caches/size-256/sheaf_capacity", handle.url());
+    let api = client(&handle);
+    let url = "/v1/caches/size-256/sheaf_capacity";
+    let capacity = get_json(&api, "/v1/caches/size-256")["sheaf_capacity"].clone();
     // Valid JSON, padded past the limit with whitespace.
-    let padded = format!(r#"{{"sheaf_capacity": 26{}}}"#, " ".repeat(5000));
-    put(&agent, &url, &padded, None).expect_error(413);
+    let padded = format!(r#"{{"sheaf_capacity": {capacity}{}}}"#, " ".repeat(5000));
+    put(&api, url, &padded).expect_error(413);
     // Exactly at the limit is accepted.
-    let body = r#"{"sheaf_capacity": 26}"#;
+    let body = format!(r#"{{"sheaf_capacity": {capacity}}}"#);
     let at_limit = format!("{body}{}", " ".repeat(4096 - body.len()));
-    assert_eq!(put(&agent, &url, &at_limit, None).status, 200);
+    assert_eq!(put(&api, url, &at_limit).status, 200);
     // The limit holds for endpoints that ignore their body.
     let big = vec![b'x'; 8192];
     let mut request = format!(
-        "POST /v1/purge HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        "POST /v1/purge HTTP/1.1\r\nHost: sidecar\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         big.len()
     )
     .into_bytes();
@@ -196,8 +210,8 @@ fn bodies_over_four_kib_get_413() {
     // And for chunked bodies with no declared length.
     let chunk = " ".repeat(3000);
     let request = format!(
-        "PUT /v1/caches/size-256/sheaf_capacity HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
-         Transfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
+        "PUT /v1/caches/size-256/sheaf_capacity HTTP/1.1\r\nHost: sidecar\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
         len = chunk.len()
     );
     let (status, body) = raw(handle.local_addr(), request.as_bytes());
@@ -208,27 +222,28 @@ fn bodies_over_four_kib_get_413() {
 #[test]
 fn wrong_methods_are_json_405s_with_allow() {
     let handle = sidecar(None);
-    let agent = client();
-    let base = handle.url();
-    let reply = delete(&agent, &format!("{base}/v1/caches"));
+    let api = client(&handle);
+    let reply = api
+        .call(Method::DELETE, "/v1/caches")
+        .send()
+        .expect("the request completes");
     reply.expect_error(405);
     assert!(
-        reply.allow.as_deref().unwrap_or("").contains("GET"),
+        reply.header("allow").unwrap_or("").contains("GET"),
         "{reply:?}"
     );
-    post(&agent, &format!("{base}/healthz"), None).expect_error(405);
-    post(&agent, &format!("{base}/metrics"), None).expect_error(405);
-    get(&agent, &format!("{base}/v1/purge")).expect_error(405);
-    get(&agent, &format!("{base}/v1/caches/size-256/sheaf_capacity")).expect_error(405);
-    put(&agent, &format!("{base}/v1/caches/size-256"), "{}", None).expect_error(405);
+    post(&api, "/healthz").expect_error(405);
+    post(&api, "/metrics").expect_error(405);
+    post(&api, "/").expect_error(405);
+    get(&api, "/v1/purge").expect_error(405);
+    get(&api, "/v1/caches/size-256/sheaf_capacity").expect_error(405);
+    put(&api, "/v1/caches/size-256", "{}").expect_error(405);
 }
 
 #[test]
 fn topology_reports_nodes_and_host_cpus() {
     let handle = sidecar(None);
-    let reply = get(&client(), &format!("{}/v1/topology", handle.url()));
-    assert_eq!(reply.status, 200);
-    let json = reply.json();
+    let json = get_json(&client(&handle), "/v1/topology");
     let node_count = json["node_count"].as_u64().unwrap();
     assert!(node_count >= 1);
     assert_eq!(json["nodes"].as_array().unwrap().len() as u64, node_count);
@@ -250,9 +265,9 @@ fn topology_reports_nodes_and_host_cpus() {
 #[test]
 fn purge_returns_the_memory_of_freed_objects() {
     let handle = sidecar(None);
-    let agent = client();
-    let cache_url = format!("{}/v1/caches/size-14336", handle.url());
-    let before = get(&agent, &cache_url).json();
+    let api = client(&handle);
+    let cache_url = "/v1/caches/size-14336";
+    let before = get_json(&api, cache_url);
     // A thread fills many slabs of one class, frees everything and exits,
     // which hands its sheaves to the barn and the slabs.
     std::thread::spawn(|| {
@@ -267,32 +282,53 @@ fn purge_returns_the_memory_of_freed_objects() {
     })
     .join()
     .unwrap();
-    let reply = post(&agent, &format!("{}/v1/purge", handle.url()), None);
+    let reply = post(&api, "/v1/purge");
     assert_eq!(reply.status, 200, "{reply:?}");
-    let returned = reply.json()["bytes_returned"].as_u64().unwrap();
-    let after = get(&agent, &cache_url).json();
+    let returned = reply.value()["bytes_returned"].as_u64().unwrap();
+    let after = get_json(&api, cache_url);
     let returned_by_cache =
         after["bytes_returned"].as_u64().unwrap() - before["bytes_returned"].as_u64().unwrap();
     // 4000 objects of 14 KiB are about 55 MiB; barely any of it can stay
     // cached in the exited thread's sheaves.
     assert!(returned_by_cache >= 40 << 20, "{returned_by_cache}");
     assert!(returned >= 1, "{returned}");
+    // An empty body is taken as {}; anything else is refused.
+    let empty = api.call(Method::POST, "/v1/purge").json("").send().unwrap();
+    assert_eq!(empty.status, 200, "{empty:?}");
+    for bad in [r#"{"all": true}"#, "[]", "null"] {
+        let reply = api
+            .call(Method::POST, "/v1/purge")
+            .json(bad)
+            .send()
+            .unwrap();
+        reply.expect_error(400);
+    }
+    assert!(api.purge().is_ok());
 }
 
 #[test]
 fn metrics_are_prometheus_text() {
     let handle = sidecar(None);
-    let agent = client();
-    let reply = get(&agent, &format!("{}/metrics", handle.url()));
+    let api = client(&handle);
+    let reply = get(&api, "/metrics");
     assert_eq!(reply.status, 200);
     assert!(
-        reply.content_type.starts_with("text/plain; version=0.0.4"),
+        reply
+            .content_type()
+            .starts_with("text/plain; version=0.0.4"),
         "{}",
-        reply.content_type
+        reply.content_type()
     );
     let text = &reply.body;
     assert!(text.contains("# TYPE sheafalloc_allocations_total counter"));
+    assert!(text.contains("# TYPE sheafalloc_slow_path_allocations_total counter"));
+    assert!(text.contains("# TYPE sheafalloc_live_bytes gauge"));
     assert!(text.contains("# TYPE sheafalloc_held_bytes gauge"));
+    assert!(text.contains(&format!(
+        "sheafalloc_build_info{{version=\"{}\",",
+        env!("CARGO_PKG_VERSION")
+    )));
+    assert!(sample(text, "process_resident_memory_bytes").unwrap() > 0.0);
     let allocations =
         sample(text, r#"sheafalloc_allocations_total{cache="size-8"}"#).expect("the size-8 series");
     assert!(
@@ -303,8 +339,26 @@ fn metrics_are_prometheus_text() {
     assert!(nodes >= 1.0);
     assert!(text.contains(r#"sheafalloc_node_info{node="0",simulated="#));
     assert!(text.contains(r#",node="0"}"#), "a per-node series");
+    // Memory of barns and slabs is per node only: no per-cache duplicate.
+    assert!(
+        sample(text, r#"sheafalloc_held_bytes{cache="size-8",node="0"}"#).is_some(),
+        "{text}"
+    );
+    assert!(sample(text, r#"sheafalloc_held_bytes{cache="size-8"}"#).is_none());
+    assert!(!text.contains("sheafalloc_remote_frees_total{"));
+    // Each series appears once.
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' ').map(|(series, _)| series))
+        .collect();
+    let unique: std::collections::BTreeSet<&&str> = series.iter().collect();
+    assert_eq!(unique.len(), series.len(), "a series appears twice");
     for line in text.lines().filter(|line| !line.starts_with('#')) {
-        assert!(line.starts_with("sheafalloc_"), "{line}");
+        assert!(
+            line.starts_with("sheafalloc_") || line.starts_with("process_"),
+            "{line}"
+        );
     }
     // Every metric family's TYPE line declares a counter only for _total.
     for line in text.lines().filter(|line| line.starts_with("# TYPE ")) {
@@ -344,10 +398,13 @@ fn metrics_are_prometheus_text() {
 
 #[test]
 fn unused_caches_appear_in_metrics_once_tuned() {
-    let handle = sidecar(None);
-    let agent = client();
-    let metrics_url = format!("{}/metrics", handle.url());
-    let json = get(&agent, &format!("{}/v1/caches", handle.url())).json();
+    let handle = sheafalloc_control::spawn(
+        Config::new("127.0.0.1:0".parse().unwrap()).with_metrics_max_age(std::time::Duration::ZERO),
+    )
+    .unwrap();
+    let api = client(&handle);
+    let metrics_url = "/metrics";
+    let json = get_json(&api, "/v1/caches");
     let names: Vec<String> = json["caches"]
         .as_array()
         .unwrap()
@@ -357,7 +414,7 @@ fn unused_caches_appear_in_metrics_once_tuned() {
     assert_eq!(names.len(), 97, "JSON lists every cache");
     // Some caches are unused in this process, and have no series: take the
     // largest of them.
-    let before = get(&agent, &metrics_url).body;
+    let before = get(&api, metrics_url).body;
     let capacity_series = |name: &str| format!(r#"sheafalloc_sheaf_capacity{{cache="{name}"}}"#);
     let unused = names
         .iter()
@@ -365,13 +422,12 @@ fn unused_caches_appear_in_metrics_once_tuned() {
         .find(|name| sample(&before, &capacity_series(name)).is_none())
         .expect("a cache without series");
     let reply = put(
-        &agent,
-        &format!("{}/v1/caches/{unused}/sheaf_capacity", handle.url()),
+        &api,
+        &format!("/v1/caches/{unused}/sheaf_capacity"),
         r#"{"sheaf_capacity": 1}"#,
-        None,
     );
     assert_eq!(reply.status, 200, "{reply:?}");
-    let after = get(&agent, &metrics_url).body;
+    let after = get(&api, metrics_url).body;
     assert_eq!(
         sample(&after, &capacity_series(unused)),
         Some(1.0),
@@ -382,11 +438,11 @@ fn unused_caches_appear_in_metrics_once_tuned() {
 #[test]
 fn head_requests_work_on_reads() {
     let handle = sidecar(None);
-    let (status, _) = raw(
-        handle.local_addr(),
-        b"HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    );
-    assert_eq!(status, 200);
+    let api = client(&handle);
+    for path in ["/healthz", "/v1/caches/size-256", "/"] {
+        let reply = api.call(Method::HEAD, path).send().unwrap();
+        assert_eq!((reply.status, reply.body.as_str()), (200, ""), "{path}");
+    }
 }
 
 #[test]
@@ -395,20 +451,20 @@ fn garbage_requests_do_not_stop_the_service() {
     for garbage in [
         &b"\x00\x01\x02 garbage\r\n\r\n"[..],
         b"GET / HTTP/9.9\r\n\r\n",
-        b"GET /v1/caches/size-256 HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
-        b"PUT /v1/caches/size-256/sheaf_capacity HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
+        b"GET /v1/caches/size-256 HTTP/1.1\r\nHost: sidecar\r\nContent-Length: nope\r\n\r\n",
+        b"PUT /v1/caches/size-256/sheaf_capacity HTTP/1.1\r\nHost: sidecar\r\nContent-Length: 100\r\n\r\n{",
     ] {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(handle.local_addr()).unwrap();
         stream
             .set_read_timeout(Some(std::time::Duration::from_secs(2)))
             .unwrap();
-        let _ = stream.write_all(garbage);
+        let _ = stream.write_all(&common::aimed_at(handle.local_addr(), garbage));
         let _ = stream.shutdown(std::net::Shutdown::Write);
         let mut sink = Vec::new();
         let _ = stream.read_to_end(&mut sink);
     }
-    let reply = get(&client(), &format!("{}/healthz", handle.url()));
+    let reply = get(&client(&handle), "/healthz");
     assert_eq!(reply.status, 200);
 }
 
@@ -427,11 +483,11 @@ fn a_panicking_handler_gets_a_json_500_and_the_server_goes_on() {
         .route("/fine", route_get(|| async { "fine" }));
     let config = Config::new("127.0.0.1:0".parse().unwrap());
     let handle = spawn_router(&config, harden(routes)).unwrap();
-    let agent = client();
+    let api = client(&handle);
     for _ in 0..3 {
-        let message = get(&agent, &format!("{}/boom", handle.url())).expect_error(500);
+        let message = get(&api, "/boom").expect_error(500);
         assert!(message.contains("deliberate panic"), "{message}");
-        let reply = get(&agent, &format!("{}/fine", handle.url()));
+        let reply = get(&api, "/fine");
         assert_eq!((reply.status, reply.body.as_str()), (200, "fine"));
     }
     handle.shutdown().expect("the server thread ends cleanly");
@@ -441,10 +497,7 @@ fn a_panicking_handler_gets_a_json_500_and_the_server_goes_on() {
 fn shutdown_stops_listening() {
     let handle = sidecar(None);
     let addr = handle.local_addr();
-    assert_eq!(
-        get(&client(), &format!("{}/healthz", handle.url())).status,
-        200
-    );
+    assert_eq!(get(&client(&handle), "/healthz").status, 200);
     handle.shutdown().expect("clean shutdown");
     assert!(
         std::net::TcpStream::connect(addr).is_err(),
@@ -460,4 +513,33 @@ fn a_taken_port_is_a_bind_error() {
         matches!(error, sheafalloc_control::SpawnError::Bind { .. }),
         "{error}"
     );
+}
+
+#[test]
+fn the_page_and_its_assets_are_served_from_here_only() {
+    let handle = sidecar(None);
+    let api = client(&handle);
+    let page = get(&api, "/").expect_status(200);
+    assert!(page.content_type().starts_with("text/html"), "{page:?}");
+    assert!(page.body.contains("<table id=\"caches\">"));
+    let policy = page.header("content-security-policy").unwrap();
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(policy.contains(directive), "{policy}");
+    }
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    let script = get(&api, "/page.js").expect_status(200);
+    assert!(script.content_type().starts_with("text/javascript"));
+    assert_eq!(script.body, sheafalloc_control::page::SCRIPT_JS);
+    let style = get(&api, "/page.css").expect_status(200);
+    assert!(style.content_type().starts_with("text/css"));
+    // Nothing the page loads lives elsewhere.
+    for body in [&page.body, &script.body, &style.body] {
+        assert!(!body.contains("https://") && !body.contains("http://"));
+    }
 }

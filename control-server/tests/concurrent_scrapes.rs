@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, get, sample};
+use common::{client, get, get_json, sample, Client};
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -71,15 +71,14 @@ fn work(scrapes: &AtomicU64) -> (u64, Vec<usize>) {
 
 /// Scrapes both endpoints until told to stop; checks each answer and that
 /// the cache's counters never decrease. Returns the scrapes done.
-fn scrape(base: String, stop: &AtomicBool, scrapes: &AtomicU64) -> u64 {
-    let agent = client();
+fn scrape(api: Client, stop: &AtomicBool, scrapes: &AtomicU64) -> u64 {
     let started = Instant::now();
     let mut last_allocations = 0.0;
     let mut last_frees = 0;
     let mut done = 0;
     let series = format!(r#"sheafalloc_allocations_total{{cache="{CACHE}"}}"#);
     while !stop.load(Ordering::Relaxed) && started.elapsed() < DEADLINE {
-        let metrics = get(&agent, &format!("{base}/metrics"));
+        let metrics = get(&api, "/metrics");
         assert_eq!(metrics.status, 200, "{metrics:?}");
         // The cache has no series until its first use.
         let allocations = sample(&metrics.body, &series).unwrap_or(0.0);
@@ -89,9 +88,7 @@ fn scrape(base: String, stop: &AtomicBool, scrapes: &AtomicU64) -> u64 {
         );
         last_allocations = allocations;
 
-        let caches = get(&agent, &format!("{base}/v1/caches"));
-        assert_eq!(caches.status, 200, "{caches:?}");
-        let json = caches.json();
+        let json = get_json(&api, "/v1/caches");
         let cache = json["caches"]
             .as_array()
             .unwrap()
@@ -108,8 +105,8 @@ fn scrape(base: String, stop: &AtomicBool, scrapes: &AtomicU64) -> u64 {
     done
 }
 
-fn counters(agent: &ureq::Agent, base: &str) -> (u64, u64, i64) {
-    let json = get(agent, &format!("{base}/v1/caches/{CACHE}")).json();
+fn counters(api: &Client) -> (u64, u64, i64) {
+    let json = get_json(api, &format!("/v1/caches/{CACHE}"));
     (
         json["allocations"].as_u64().unwrap(),
         json["frees"].as_u64().unwrap(),
@@ -120,16 +117,15 @@ fn counters(agent: &ureq::Agent, base: &str) -> (u64, u64, i64) {
 #[test]
 fn scrapes_race_two_allocating_threads_without_losing_a_count() {
     let handle = sidecar_with_warm_up();
-    let base = handle.url();
-    let agent = client();
-    let (allocations_before, frees_before, live_before) = counters(&agent, &base);
+    let api = client(&handle);
+    let (allocations_before, frees_before, live_before) = counters(&api);
 
     let stop = Arc::new(AtomicBool::new(false));
     let scrapes = Arc::new(AtomicU64::new(0));
     let scrapers: Vec<_> = (0..3)
         .map(|_| {
-            let (base, stop, scrapes) = (base.clone(), Arc::clone(&stop), Arc::clone(&scrapes));
-            std::thread::spawn(move || scrape(base, &stop, &scrapes))
+            let (api, stop, scrapes) = (client(&handle), Arc::clone(&stop), Arc::clone(&scrapes));
+            std::thread::spawn(move || scrape(api, &stop, &scrapes))
         })
         .collect();
     let workers: Vec<_> = (0..2)
@@ -156,12 +152,12 @@ fn scrapes_race_two_allocating_threads_without_losing_a_count() {
     // the cache) and hold nothing but the kept objects.
     let allocated = rounds * BATCH as u64 + kept.len() as u64;
     let freed = rounds * BATCH as u64;
-    let (allocations, frees, live) = counters(&agent, &base);
+    let (allocations, frees, live) = counters(&api);
     assert_eq!(allocations - allocations_before, allocated);
     assert_eq!(frees - frees_before, freed);
     assert_eq!(live - live_before, kept.len() as i64);
     assert_eq!(live, allocations as i64 - frees as i64);
-    let metrics = get(&agent, &format!("{base}/metrics")).body;
+    let metrics = get(&api, "/metrics").body;
     let series = |name: &str| sample(&metrics, &format!(r#"{name}{{cache="{CACHE}"}}"#)).unwrap();
     assert_eq!(series("sheafalloc_allocations_total"), allocations as f64);
     assert_eq!(series("sheafalloc_frees_total"), frees as f64);
@@ -172,19 +168,23 @@ fn scrapes_race_two_allocating_threads_without_losing_a_count() {
         // SAFETY: allocated by a worker with `layout()`, freed once.
         unsafe { dealloc(object as *mut u8, layout()) };
     }
-    let (allocations_end, frees_end, live_end) = counters(&agent, &base);
+    let (allocations_end, frees_end, live_end) = counters(&api);
     assert_eq!(allocations_end, allocations);
     assert_eq!(frees_end - frees, 2 * KEPT as u64);
     assert_eq!(live_end, live_before);
 }
 
 /// A sidecar that has served every endpoint once, so its one-time
-/// allocations happen before the counts start.
+/// allocations happen before the counts start. It builds a fresh `/metrics`
+/// for every scrape (no cache), so every scrape races the workers and the
+/// final one sees their exact counts.
 fn sidecar_with_warm_up() -> sheafalloc_control::ControlHandle {
-    let handle = common::sidecar(None);
-    let agent = client();
+    let config = sheafalloc_control::Config::new("127.0.0.1:0".parse().unwrap())
+        .with_metrics_max_age(Duration::ZERO);
+    let handle = sheafalloc_control::spawn(config).expect("the sidecar starts");
+    let api = client(&handle);
     for path in ["/metrics", "/v1/caches", "/v1/topology", "/healthz"] {
-        assert_eq!(get(&agent, &format!("{}{path}", handle.url())).status, 200);
+        assert_eq!(get(&api, path).status, 200);
     }
     handle
 }

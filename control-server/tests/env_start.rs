@@ -5,9 +5,12 @@
 //! stderr, and talks to the child's sidecar.
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use sheafalloc_control::client::{Client, ClientError};
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -49,6 +52,8 @@ impl ChildProcess {
             ])
             .env_remove("SHEAFALLOC_CONTROL_ADDR")
             .env_remove("SHEAFALLOC_CONTROL_TOKEN")
+            .env_remove("SHEAFALLOC_CONTROL_TOKEN_FILE")
+            .env_remove("SHEAFALLOC_CONTROL_TOKEN_READS")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -66,6 +71,15 @@ impl ChildProcess {
             }
         });
         Self { child, lines }
+    }
+
+    /// The URL the child's sidecar listens on (its first control-plane
+    /// line must say so).
+    fn url(&self) -> String {
+        let line = self.control_line();
+        line.strip_prefix("sheafalloc: control plane listening on ")
+            .unwrap_or_else(|| panic!("unexpected line: {line}"))
+            .to_owned()
     }
 
     /// The first stderr line that starts with `sheafalloc: control plane`.
@@ -110,37 +124,27 @@ impl Drop for ChildProcess {
     }
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(20)))
-        .build()
-        .into()
+fn client(url: &str) -> Client {
+    Client::new(url)
+        .expect("the printed URL is an address")
+        .with_timeout(Duration::from_secs(20))
 }
 
 #[test]
 fn the_variable_starts_the_sidecar_before_main() {
     let child = ChildProcess::start(&[("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0")]);
-    let line = child.control_line();
-    let url = line
-        .strip_prefix("sheafalloc: control plane listening on ")
-        .unwrap_or_else(|| panic!("unexpected line: {line}"));
+    let url = child.url();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let agent = agent();
-    let mut health = agent.get(format!("{url}/healthz")).call().unwrap();
-    assert_eq!(health.status().as_u16(), 200);
+    let client = client(&url);
+    let health = client.get("/healthz").unwrap();
     assert_eq!(
-        health.body_mut().read_to_string().unwrap(),
-        r#"{"status":"ok"}"#
+        (health.status, health.body.as_str()),
+        (200, r#"{"status":"ok"}"#)
     );
     // The child's own allocator answers: it has live threads.
-    let mut caches = agent.get(format!("{url}/v1/caches")).call().unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&caches.body_mut().read_to_string().unwrap()).unwrap();
-    assert!(json["threads"]["live"].as_u64().unwrap() >= 1);
+    assert!(client.caches().unwrap().threads.live >= 1);
     // Writes are open without a token on loopback.
-    let purge = agent.post(format!("{url}/v1/purge")).send_empty().unwrap();
-    assert_eq!(purge.status().as_u16(), 200);
+    assert!(client.purge().is_ok());
     child.finish();
 }
 
@@ -150,35 +154,132 @@ fn the_token_variable_protects_writes() {
         ("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0"),
         ("SHEAFALLOC_CONTROL_TOKEN", "s3cret"),
     ]);
-    let line = child.control_line();
-    let url = line
-        .strip_prefix("sheafalloc: control plane listening on ")
-        .unwrap_or_else(|| panic!("unexpected line: {line}"));
-    let agent = agent();
-    let refused = agent.post(format!("{url}/v1/purge")).send_empty().unwrap();
-    assert_eq!(refused.status().as_u16(), 401);
-    let accepted = agent
-        .post(format!("{url}/v1/purge"))
-        .header("authorization", "Bearer s3cret")
-        .send_empty()
-        .unwrap();
-    assert_eq!(accepted.status().as_u16(), 200);
+    let url = child.url();
+    let refused = client(&url).purge().unwrap_err();
+    assert!(
+        matches!(refused, ClientError::Status { status: 401, .. }),
+        "{refused}"
+    );
+    let authorized = client(&url).with_token(Some("s3cret".to_owned()));
+    assert!(authorized.purge().is_ok());
+    // Reads stay open unless asked otherwise.
+    assert!(client(&url).caches().is_ok());
+    child.finish();
+}
+
+/// A token file in a fresh directory, removed at drop.
+struct TokenFile {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl TokenFile {
+    fn new(name: &str, mode: u32) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("sheafalloc-env-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        std::fs::write(&path, "from-a-file\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        Self { dir, path }
+    }
+
+    fn path(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+}
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn the_token_file_variable_protects_reads_too_when_asked() {
+    let file = TokenFile::new("ok", 0o600);
+    let child = ChildProcess::start(&[
+        ("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0"),
+        ("SHEAFALLOC_CONTROL_TOKEN_FILE", file.path()),
+        ("SHEAFALLOC_CONTROL_TOKEN_READS", "1"),
+    ]);
+    let url = child.url();
+    let anonymous = client(&url);
+    let refused = anonymous.caches().unwrap_err();
+    assert!(
+        matches!(refused, ClientError::Status { status: 401, .. }),
+        "{refused}"
+    );
+    assert_eq!(anonymous.get("/metrics").unwrap().status, 401);
+    assert_eq!(anonymous.get("/healthz").unwrap().status, 200);
+    let authorized = client(&url).with_token(Some("from-a-file".to_owned()));
+    assert_eq!(authorized.caches().unwrap().caches.len(), 97);
+    assert!(authorized.purge().is_ok());
     child.finish();
 }
 
 #[test]
-fn a_refused_configuration_is_reported_and_the_process_goes_on() {
-    for (addr, expected) in [
-        ("0.0.0.0:0", "SHEAFALLOC_CONTROL_TOKEN"),
-        ("not-an-address", "SHEAFALLOC_CONTROL_ADDR"),
-    ] {
-        let child = ChildProcess::start(&[("SHEAFALLOC_CONTROL_ADDR", addr)]);
+fn a_token_file_others_can_read_or_a_missing_one_stops_the_sidecar_with_the_reason() {
+    let open = TokenFile::new("open", 0o644);
+    let missing = open.dir.join("missing");
+    let missing = missing.to_str().unwrap();
+    for (path, expected) in [(open.path(), "chmod 600"), (missing, "No such file")] {
+        let child = ChildProcess::start(&[
+            ("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0"),
+            ("SHEAFALLOC_CONTROL_TOKEN_FILE", path),
+        ]);
         let line = child.control_line();
         assert!(
             line.starts_with("sheafalloc: control plane not started: "),
-            "{addr}: {line}"
+            "{path}: {line}"
         );
-        assert!(line.contains(expected), "{addr}: {line}");
+        assert!(line.contains("SHEAFALLOC_CONTROL_TOKEN_FILE"), "{line}");
+        assert!(line.contains(expected), "{line}");
+        child.finish();
+    }
+}
+
+#[test]
+fn a_refused_configuration_is_reported_and_the_process_goes_on() {
+    for (env, expected) in [
+        (
+            &[("SHEAFALLOC_CONTROL_ADDR", "0.0.0.0:0")][..],
+            "SHEAFALLOC_CONTROL_TOKEN",
+        ),
+        (
+            &[("SHEAFALLOC_CONTROL_ADDR", "not-an-address")],
+            "SHEAFALLOC_CONTROL_ADDR",
+        ),
+        (
+            &[
+                ("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0"),
+                ("SHEAFALLOC_CONTROL_TOKEN_READS", "1"),
+            ],
+            "SHEAFALLOC_CONTROL_TOKEN_READS",
+        ),
+        (
+            &[
+                ("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0"),
+                ("SHEAFALLOC_CONTROL_TOKEN_READS", "maybe"),
+            ],
+            "SHEAFALLOC_CONTROL_TOKEN_READS",
+        ),
+        (
+            &[
+                ("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0"),
+                ("SHEAFALLOC_CONTROL_TOKEN", "a"),
+                ("SHEAFALLOC_CONTROL_TOKEN_FILE", "/etc/hostname"),
+            ],
+            "set one of them",
+        ),
+    ] {
+        let child = ChildProcess::start(env);
+        let line = child.control_line();
+        assert!(
+            line.starts_with("sheafalloc: control plane not started: "),
+            "{env:?}: {line}"
+        );
+        assert!(line.contains(expected), "{env:?}: {line}");
         // The process still runs its main and exits cleanly.
         child.finish();
     }
@@ -190,19 +291,12 @@ fn simulated_nodes_show_in_topology_and_node_labels() {
         ("SHEAFALLOC_CONTROL_ADDR", "127.0.0.1:0"),
         ("SHEAFALLOC_NUMA_NODES", "2"),
     ]);
-    let line = child.control_line();
-    let url = line
-        .strip_prefix("sheafalloc: control plane listening on ")
-        .unwrap_or_else(|| panic!("unexpected line: {line}"));
-    let agent = agent();
-    let mut topology = agent.get(format!("{url}/v1/topology")).call().unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&topology.body_mut().read_to_string().unwrap()).unwrap();
-    assert_eq!(json["node_count"], 2, "{json}");
-    assert_eq!(json["nodes_are_simulated"], true, "{json}");
-    assert_eq!(json["nodes"].as_array().unwrap().len(), 2, "{json}");
-    let mut metrics = agent.get(format!("{url}/metrics")).call().unwrap();
-    let text = metrics.body_mut().read_to_string().unwrap();
+    let client = client(&child.url());
+    let topology = client.topology().unwrap();
+    assert_eq!(topology.node_count, 2, "{topology:?}");
+    assert!(topology.nodes_are_simulated, "{topology:?}");
+    assert_eq!(topology.nodes.len(), 2, "{topology:?}");
+    let text = client.metrics().unwrap();
     assert!(text.contains("sheafalloc_nodes 2"), "{text}");
     for node in ["0", "1"] {
         assert!(

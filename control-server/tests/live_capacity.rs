@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, get, put, sidecar};
+use common::{client, get, put, sidecar, Client, Expect};
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -66,16 +66,14 @@ fn churn(stop: &AtomicBool) -> u64 {
 
 /// Polls the cache until `done` holds for it; returns the last view.
 fn poll_until(
-    agent: &ureq::Agent,
+    api: &Client,
     url: &str,
     what: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
     let deadline = Instant::now() + POLL_DEADLINE;
     loop {
-        let reply = get(agent, url);
-        assert_eq!(reply.status, 200, "{reply:?}");
-        let json = reply.json();
+        let json = get(api, url).expect_status(200).value();
         if done(&json) {
             return json;
         }
@@ -97,10 +95,10 @@ fn in_use(json: &serde_json::Value) -> (u64, u64) {
 #[test]
 fn capacity_in_use_follows_a_put_under_a_live_workload() {
     let handle = sidecar(None);
-    let agent = client();
-    let cache_url = format!("{}/v1/caches/{CACHE}", handle.url());
+    let api = client(&handle);
+    let cache_url = format!("/v1/caches/{CACHE}");
     let capacity_url = format!("{cache_url}/sheaf_capacity");
-    let initial = get(&agent, &cache_url).json();
+    let initial = get(&api, &cache_url).value();
     let default_capacity = initial["sheaf_capacity"].as_u64().unwrap();
     assert_eq!(in_use(&initial), (0, 0), "no thread uses {CACHE} yet");
 
@@ -114,24 +112,23 @@ fn capacity_in_use_follows_a_put_under_a_live_workload() {
         .collect();
 
     // Both workers hold a main sheaf at the default capacity.
-    poll_until(&agent, &cache_url, "workers running", |json| {
+    poll_until(&api, &cache_url, "workers running", |json| {
         in_use(json) == (default_capacity, default_capacity)
             && json["allocations"].as_u64().unwrap() >= 2 * BATCH as u64
     });
 
     for target in [9u64, 2, 90] {
         assert_ne!(target, default_capacity);
-        let before = get(&agent, &cache_url).json();
+        let before = get(&api, &cache_url).value();
         let reply = put(
-            &agent,
+            &api,
             &capacity_url,
             &format!(r#"{{"sheaf_capacity": {target}}}"#),
-            None,
         );
         assert_eq!(reply.status, 200, "{reply:?}");
-        assert_eq!(reply.json()["sheaf_capacity"], target);
+        assert_eq!(reply.value()["sheaf_capacity"], target);
         let after = poll_until(
-            &agent,
+            &api,
             &cache_url,
             &format!("capacity {target} in every worker"),
             |json| in_use(json) == (target, target),
@@ -154,8 +151,8 @@ fn capacity_in_use_follows_a_put_under_a_live_workload() {
         .sum();
     assert!(batches > 0);
     // Exited threads hold no sheaves.
-    let done = get(&agent, &cache_url).json();
+    let done = get(&api, &cache_url).value();
     assert_eq!(in_use(&done), (0, 0), "{done}");
     let restore = format!(r#"{{"sheaf_capacity": {default_capacity}}}"#);
-    assert_eq!(put(&agent, &capacity_url, &restore, None).status, 200);
+    assert_eq!(put(&api, &capacity_url, &restore).status, 200);
 }

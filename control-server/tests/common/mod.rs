@@ -1,11 +1,13 @@
-//! Helpers shared by the integration tests: a sidecar on a loopback port
-//! and a real HTTP client (ureq) with timeouts.
+//! Helpers shared by the integration tests: a sidecar on a loopback port,
+//! the crate's own HTTP client pointed at it, assertions on its replies,
+//! and a raw socket for the requests no HTTP client would send.
 #![allow(dead_code)] // Each test file uses a different subset.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+pub use sheafalloc_control::client::{Client, Method, Reply};
 use sheafalloc_control::{spawn, Config, ControlHandle};
 
 /// Every request gives up after this long: a hung server fails the test
@@ -21,40 +23,37 @@ pub fn sidecar(token: Option<&str>) -> ControlHandle {
     spawn(config).expect("the sidecar starts on loopback")
 }
 
-/// A client that returns 4xx/5xx responses instead of errors.
-pub fn client() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(REQUEST_TIMEOUT))
-        .build()
-        .into()
+/// The crate's client for `handle`, without a token.
+pub fn client(handle: &ControlHandle) -> Client {
+    Client::new(&handle.url())
+        .expect("the sidecar's URL is an address")
+        .with_timeout(REQUEST_TIMEOUT)
 }
 
-/// A response reduced to what the tests look at.
-#[derive(Debug)]
-pub struct Reply {
-    pub status: u16,
-    pub content_type: String,
-    pub allow: Option<String>,
-    pub www_authenticate: Option<String>,
-    pub body: String,
+/// Assertions on a [`Reply`].
+pub trait Expect {
+    /// The body as JSON.
+    fn value(&self) -> serde_json::Value;
+    /// Asserts a JSON error `{"error": "..."}` with `status`; returns the
+    /// message.
+    fn expect_error(&self, status: u16) -> String;
+    /// Asserts `status`; returns the reply.
+    fn expect_status(self, status: u16) -> Self;
 }
 
-impl Reply {
-    pub fn json(&self) -> serde_json::Value {
+impl Expect for Reply {
+    fn value(&self) -> serde_json::Value {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|error| panic!("not JSON ({error}): {:?}", self.body))
     }
 
-    /// Asserts a JSON error `{"error": "..."}` with `status`; returns the
-    /// message.
-    pub fn expect_error(&self, status: u16) -> String {
+    fn expect_error(&self, status: u16) -> String {
         assert_eq!(self.status, status, "{self:?}");
         assert!(
-            self.content_type.starts_with("application/json"),
+            self.content_type().starts_with("application/json"),
             "{self:?}"
         );
-        let json = self.json();
+        let json = self.value();
         let object = json.as_object().expect("an object");
         assert_eq!(object.len(), 1, "only the error field: {json}");
         object["error"]
@@ -62,69 +61,53 @@ impl Reply {
             .expect("error is a string")
             .to_owned()
     }
-}
 
-fn reply(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
-    let mut response = response.expect("the request completes");
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-    };
-    let content_type = header("content-type").unwrap_or_default();
-    let allow = header("allow");
-    let www_authenticate = header("www-authenticate");
-    let status = response.status().as_u16();
-    let body = response
-        .body_mut()
-        .with_config()
-        .limit(64 * 1024 * 1024)
-        .read_to_string()
-        .expect("a UTF-8 body");
-    Reply {
-        status,
-        content_type,
-        allow,
-        www_authenticate,
-        body,
+    fn expect_status(self, status: u16) -> Self {
+        assert_eq!(self.status, status, "{self:?}");
+        self
     }
 }
 
-pub fn get(agent: &ureq::Agent, url: &str) -> Reply {
-    reply(agent.get(url).call())
+/// `GET path`, any status.
+pub fn get(client: &Client, path: &str) -> Reply {
+    client.get(path).expect("the request completes")
 }
 
-pub fn delete(agent: &ureq::Agent, url: &str) -> Reply {
-    reply(agent.delete(url).call())
+/// `GET path`, which must answer 200 with JSON.
+pub fn get_json(client: &Client, path: &str) -> serde_json::Value {
+    get(client, path).expect_status(200).value()
 }
 
-pub fn put(agent: &ureq::Agent, url: &str, body: &str, token: Option<&str>) -> Reply {
-    let mut request = agent.put(url).header("content-type", "application/json");
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    reply(request.send(body))
+/// `PUT path` with a JSON `body`, any status.
+pub fn put(client: &Client, path: &str, body: &str) -> Reply {
+    client
+        .call(Method::PUT, path)
+        .json(body)
+        .send()
+        .expect("the request completes")
 }
 
-pub fn post(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Reply {
-    let mut request = agent.post(url);
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    reply(request.send_empty())
+/// `POST path` with the JSON body `{}`, any status.
+pub fn post(client: &Client, path: &str) -> Reply {
+    client
+        .call(Method::POST, path)
+        .json("{}")
+        .send()
+        .expect("the request completes")
 }
 
-/// Sends `request` as raw bytes and returns the status and body (the
+/// Sends `request` as raw bytes — for requests that are deliberately not
+/// what an HTTP client sends — and returns the status and body (the
 /// server is asked to close the connection, so the body ends at EOF).
+/// `Host: sidecar` in `request` becomes the sidecar's real address.
 pub fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+    let request = aimed_at(addr, request);
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(REQUEST_TIMEOUT)).unwrap();
     stream.set_write_timeout(Some(REQUEST_TIMEOUT)).unwrap();
     // The server may answer and close before reading everything we send
     // (that is the point of a 413); a failed write is then expected.
-    let _ = stream.write_all(request);
+    let _ = stream.write_all(&request);
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
     let text = String::from_utf8_lossy(&response).into_owned();
@@ -138,6 +121,25 @@ pub fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
         .map(|(_, body)| body.to_owned())
         .unwrap_or_default();
     (status, body)
+}
+
+/// `request` with every `Host: sidecar` replaced by `Host: <addr>`, so a
+/// raw request names the sidecar the way the Host check wants.
+pub fn aimed_at(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    const PLACEHOLDER: &[u8] = b"Host: sidecar\r\n";
+    let host = format!("Host: {addr}\r\n").into_bytes();
+    let mut aimed = Vec::with_capacity(request.len() + 16);
+    let mut rest = request;
+    while let Some(at) = rest
+        .windows(PLACEHOLDER.len())
+        .position(|window| window == PLACEHOLDER)
+    {
+        aimed.extend_from_slice(&rest[..at]);
+        aimed.extend_from_slice(&host);
+        rest = &rest[at + PLACEHOLDER.len()..];
+    }
+    aimed.extend_from_slice(rest);
+    aimed
 }
 
 /// The value of the sample `name{labels}` in a Prometheus text body.
