@@ -12,7 +12,7 @@
 //! plain stores (see `thread_cache.rs`) and folded in when the thread exits
 //! and when statistics are read.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 pub use crate::counters::CacheCounters;
 
@@ -25,6 +25,7 @@ use crate::sheaf::{SheafPool, SHEAF_POOL};
 use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::slab::{SlabList, EMPTY_DECAY_MS};
 use crate::sync::{LockRank, Mutex};
+use crate::tuner::{Decision, Tuning};
 
 /// Default sheaf capacity for a class, by object size: 64 / 64 / 32 / 8 / 2
 /// objects for under 256 B / under 1 KiB / under 4 KiB / up to 32 KiB /
@@ -46,21 +47,42 @@ pub fn default_sheaf_capacity(class: SizeClass) -> u32 {
     }
 }
 
-/// One size class's cache: the live capacity and the counters.
+/// One size class's cache: the live capacity, how it is chosen, and the
+/// counters.
 ///
-/// Invariant: `1 <= capacity <= SHEAF_CAPACITY_MAX` once initialised;
-/// `capacity == 0` means "not yet initialised, use the default".
+/// Invariant: `1 <= capacity <= max_sheaf_capacity(class)` once set;
+/// `capacity == 0` means "never set: use the default". `pinned` is true
+/// while a capacity set by hand holds (the tuner leaves the cache alone).
+/// The tuning fields sit on a cache line of their own, apart from the
+/// counters every slow path bumps: every slow path also reads the
+/// capacity, and would otherwise miss on a line another core just wrote.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Cache {
-    capacity: AtomicU32,
+    tuning: Padded<CacheTuning>,
     /// Slow-path counters.
     pub counters: CacheCounters,
+}
+
+#[derive(Debug)]
+struct CacheTuning {
+    capacity: AtomicU32,
+    pinned: AtomicBool,
+    /// The tuner's last decision (`tuner::Decision::pack`), 0 if none.
+    last_decision: AtomicU64,
+    /// When it was made (`os::monotonic_ms`).
+    last_decision_ms: AtomicU64,
 }
 
 impl Cache {
     const fn new() -> Self {
         Self {
-            capacity: AtomicU32::new(0),
+            tuning: Padded(CacheTuning {
+                capacity: AtomicU32::new(0),
+                pinned: AtomicBool::new(false),
+                last_decision: AtomicU64::new(0),
+                last_decision_ms: AtomicU64::new(0),
+            }),
             counters: CacheCounters::new(),
         }
     }
@@ -68,11 +90,47 @@ impl Cache {
     /// The sheaf capacity threads apply at their next exchange.
     #[inline]
     pub fn sheaf_capacity(&self, class: SizeClass) -> u32 {
-        match self.capacity.load(Ordering::Relaxed) {
+        match self.tuning.capacity.load(Ordering::SeqCst) {
             0 => default_sheaf_capacity(class),
             n => n,
         }
     }
+
+    /// How the capacity is chosen now.
+    pub fn tuning(&self) -> Tuning {
+        if self.tuning.pinned.load(Ordering::Relaxed) {
+            Tuning::Pinned
+        } else if autotune_enabled() {
+            Tuning::Auto
+        } else {
+            Tuning::Off
+        }
+    }
+
+    /// The tuner's last decision and when it was made, if any.
+    pub fn last_decision(&self) -> Option<(Decision, u64)> {
+        match self.tuning.last_decision.load(Ordering::Relaxed) {
+            0 => None,
+            word => Some((
+                Decision::unpack(word),
+                self.tuning.last_decision_ms.load(Ordering::Relaxed),
+            )),
+        }
+    }
+}
+
+static AUTOTUNE: AtomicBool = AtomicBool::new(true);
+
+/// Whether the auto-tuner runs (`SHEAFALLOC_AUTOTUNE=off` turns it off at
+/// start-up; [`set_autotune`] at run time).
+pub fn autotune_enabled() -> bool {
+    AUTOTUNE.load(Ordering::Relaxed)
+}
+
+/// Turns the auto-tuner on or off for the whole process. Pinned caches
+/// stay pinned either way.
+pub fn set_autotune(enabled: bool) {
+    AUTOTUNE.store(enabled, Ordering::Relaxed);
 }
 
 /// Most bytes of objects one sheaf may hold: a thread holds at most two
@@ -128,9 +186,51 @@ impl core::fmt::Display for CapacityOutOfRange {
     }
 }
 
-/// Sets the sheaf capacity of `class`; every thread applies it at its next
-/// sheaf exchange (growing or shrinking; excess objects go back to slabs).
-pub fn set_sheaf_capacity(class: SizeClass, capacity: u64) -> Result<(), CapacityOutOfRange> {
+/// Stores a capacity set by hand and pins it (the auto-tuner leaves the
+/// cache alone until [`release_sheaf_capacity`]). `runtime::
+/// set_sheaf_capacity` is the public entry: it also clamps live threads.
+pub(crate) fn store_pinned_capacity(
+    class: SizeClass,
+    capacity: u64,
+) -> Result<u32, CapacityOutOfRange> {
+    let capacity = checked_capacity(class, capacity)?;
+    let tuning = &cache(class).tuning;
+    tuning.pinned.store(true, Ordering::Relaxed);
+    tuning.capacity.store(capacity, Ordering::SeqCst);
+    Ok(capacity)
+}
+
+/// Hands `class`'s capacity back to the auto-tuner (it goes on from the
+/// current value).
+pub fn release_sheaf_capacity(class: SizeClass) {
+    cache(class).tuning.pinned.store(false, Ordering::Relaxed);
+}
+
+/// Applies an auto-tuner decision to an unpinned cache: stores the new
+/// capacity, counts the adjustment and records the decision. Returns false
+/// (and changes nothing) if the cache was pinned meanwhile.
+pub fn apply_decision(class: SizeClass, decision: Decision, now_ms: u64) -> bool {
+    let cache = cache(class);
+    if cache.tuning.pinned.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Ok(capacity) = checked_capacity(class, u64::from(decision.to)) else {
+        return false;
+    };
+    cache.tuning.capacity.store(capacity, Ordering::SeqCst);
+    cache
+        .tuning
+        .last_decision
+        .store(decision.pack(), Ordering::Relaxed);
+    cache
+        .tuning
+        .last_decision_ms
+        .store(now_ms, Ordering::Relaxed);
+    CacheCounters::add(&cache.counters.capacity_adjustments, 1);
+    true
+}
+
+fn checked_capacity(class: SizeClass, capacity: u64) -> Result<u32, CapacityOutOfRange> {
     let max = max_sheaf_capacity(class);
     if capacity < u64::from(CapacityOutOfRange::MIN) || capacity > u64::from(max) {
         return Err(CapacityOutOfRange {
@@ -139,10 +239,7 @@ pub fn set_sheaf_capacity(class: SizeClass, capacity: u64) -> Result<(), Capacit
             object_size: class.object_size(),
         });
     }
-    cache(class)
-        .capacity
-        .store(capacity as u32, Ordering::Relaxed);
-    Ok(())
+    Ok(capacity as u32)
 }
 
 /// The per-node state of one class: its barn and its slabs, on separate
@@ -155,6 +252,7 @@ pub struct NodeClass {
 }
 
 /// Aligns its content to a cache line.
+#[derive(Debug)]
 #[repr(align(64))]
 pub struct Padded<T>(pub T);
 

@@ -166,6 +166,7 @@ macro_rules! stat_table {
         $(#[$snapshot_meta])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[cfg_attr(feature = "serde", serde(default))]
         pub struct $snapshot {
             $( #[doc = $help] pub $reading: $ty, )*
             $( #[doc = $event_help] pub $event: u64, )*
@@ -267,12 +268,16 @@ stat_table! {
             "Allocations that missed the fast path (main sheaf empty or missing); a high share of allocations says the sheaf capacity is small for the bursts.";
         slow_path_frees => "slow_path_frees_total",
             "Frees that missed the fast path (main sheaf full, or a remote object).";
+        capacity_adjustments => "capacity_adjustments_total",
+            "Sheaf capacity changes made by the auto-tuner.";
     }
     readings {
         object_size: u64 => gauge "object_size_bytes",
             "Slot size of the cache in bytes.";
         sheaf_capacity: u32 => gauge "sheaf_capacity",
             "Sheaf capacity threads apply at their next exchange.";
+        sheaf_capacity_pinned: u32 => gauge "sheaf_capacity_pinned",
+            "1 while the capacity is pinned by hand (the auto-tuner leaves it), else 0.";
         sheaf_capacity_in_use_min: u32 => gauge "sheaf_capacity_in_use_min",
             "Smallest capacity of a main sheaf installed in a live thread (0: none installed).";
         sheaf_capacity_in_use_max: u32 => gauge "sheaf_capacity_in_use_max",
@@ -291,6 +296,13 @@ stat_table! {
             "Free objects in live threads' main sheaves.";
     }
     extra {
+        /// How the capacity is chosen: `auto`, `pinned` or `off`.
+        tuning: crate::tuner::Tuning,
+        /// The auto-tuner's last decision for this cache (`reason: none`
+        /// before the first).
+        last_decision: crate::tuner::Decision,
+        /// Milliseconds since that decision (0 before the first).
+        last_decision_ms_ago: u64,
         /// The class (index into the size-class table).
         #[cfg_attr(feature = "serde", serde(skip))]
         class_index: usize,

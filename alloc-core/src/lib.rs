@@ -65,9 +65,13 @@ macro_rules! invariant {
     };
 }
 
+#[cfg(not(loom))]
+pub mod message;
 pub mod os;
 pub mod sync;
 
+#[cfg(not(loom))]
+pub mod capacity_spec;
 pub mod counters;
 pub mod node;
 pub mod size_class;
@@ -84,6 +88,7 @@ pub mod sheaf;
 pub mod barn;
 
 pub mod exchange;
+pub mod tuner;
 
 #[cfg(not(loom))]
 pub mod cache;
@@ -101,11 +106,14 @@ pub mod stats;
 pub mod checks;
 
 #[cfg(not(loom))]
-pub use cache::{max_sheaf_capacity, set_sheaf_capacity, CapacityOutOfRange, SHEAF_BYTES_MAX};
+pub use cache::{max_sheaf_capacity, CapacityOutOfRange, SHEAF_BYTES_MAX};
 pub use counters::{CacheStats, NodeStats, StatField, StatKind};
 pub use node::NodeId;
+#[cfg(not(loom))]
+pub use runtime::{release_sheaf_capacity, set_sheaf_capacity};
 pub use size_class::SizeClass;
 #[cfg(not(loom))]
 pub use stats::{cache_stats, cache_stats_all, large_stats, LargeStats};
 #[cfg(not(loom))]
 pub use thread_cache::ThreadCache;
+pub use tuner::Tuning;

@@ -12,10 +12,12 @@ use core::sync::atomic::Ordering::Relaxed;
 use crate::cache::{self, cache};
 use crate::large::LARGE;
 use crate::node::NodeId;
+use crate::os;
 use crate::runtime;
 use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::slab::slab_bytes;
 use crate::thread_cache::SlotView;
+use crate::tuner::{Decision, Tuning};
 
 pub use crate::counters::{CacheStats, NodeStats};
 
@@ -75,10 +77,19 @@ pub fn cache_stats_all(out: &mut [CacheStats; NUM_CLASSES]) {
 fn read_locked_parts(class: SizeClass) -> CacheStats {
     let cache = cache(class);
     let counters = &cache.counters;
+    let (last_decision, last_decision_ms_ago) = match cache.last_decision() {
+        Some((decision, at_ms)) => (decision, os::monotonic_ms().saturating_sub(at_ms).max(1)),
+        None => (Decision::default(), 0),
+    };
+    let tuning = cache.tuning();
     let mut stats = CacheStats {
         class_index: class.index(),
         object_size: class.object_size() as u64,
         sheaf_capacity: cache.sheaf_capacity(class),
+        sheaf_capacity_pinned: u32::from(tuning == Tuning::Pinned),
+        tuning,
+        last_decision,
+        last_decision_ms_ago,
         sheaf_capacity_in_use_min: u32::MAX,
         ..CacheStats::default()
     };

@@ -10,6 +10,7 @@ use sheafalloc_core::size_class::SizeClass;
 use sheafalloc_core::stats;
 
 pub use sheafalloc_core::stats::LargeStats;
+pub use sheafalloc_core::tuner::{Decision as TunerDecision, Reason as TunerReason, Tuning};
 
 /// A snapshot of one size-class cache (see the field docs of
 /// `sheafalloc_core::CacheStats`, which this extends with the name).
@@ -112,18 +113,49 @@ pub fn sheaf_capacity_range(name: &str) -> Option<(u32, u32)> {
     ))
 }
 
-/// Sets the sheaf capacity of cache `name`. Every thread applies it at its
-/// next sheaf exchange (the next time its main sheaf runs empty or full),
-/// growing or shrinking; objects above a smaller capacity go back to the
-/// slabs.
+/// Sets the sheaf capacity of cache `name` and **pins** it: the auto-tuner
+/// leaves the cache alone until [`release_sheaf_capacity`]. A lower
+/// capacity reaches every live thread's fast path at once (its next free
+/// above the new capacity takes the slow path, which trims its sheaves); a
+/// higher one is applied at each thread's next sheaf exchange. The range is
+/// `1..=max`, where `max` keeps a sheaf within 256 objects and 512 KiB of
+/// objects ([`sheaf_capacity_range`]).
 pub fn set_sheaf_capacity(name: &str, capacity: u64) -> Result<(), SetCapacityError> {
-    let class = SizeClass::from_name(name)
-        .ok_or_else(|| SetCapacityError::UnknownCache(name.to_owned()))?;
+    let class = class_named(name)?;
     sheafalloc_core::set_sheaf_capacity(class, capacity).map_err(|e| SetCapacityError::OutOfRange {
         requested: e.requested,
         min: SHEAF_CAPACITY_RANGE.0,
         max: e.max,
     })
+}
+
+/// Hands cache `name` back to the auto-tuner (it goes on from the current
+/// capacity). The opposite of [`set_sheaf_capacity`].
+pub fn release_sheaf_capacity(name: &str) -> Result<(), SetCapacityError> {
+    sheafalloc_core::release_sheaf_capacity(class_named(name)?);
+    Ok(())
+}
+
+/// How cache `name`'s capacity is chosen now: by the auto-tuner, pinned by
+/// hand, or fixed because the tuner is off (`None`: no such cache).
+pub fn tuning(name: &str) -> Option<Tuning> {
+    let class = SizeClass::from_name(name)?;
+    Some(sheafalloc_core::cache::cache(class).tuning())
+}
+
+/// Turns the auto-tuner on or off for the whole process (it starts on
+/// unless `SHEAFALLOC_AUTOTUNE=off`). Pinned caches stay pinned.
+pub fn set_autotune(enabled: bool) {
+    sheafalloc_core::cache::set_autotune(enabled);
+}
+
+/// Whether the auto-tuner is on.
+pub fn autotune_enabled() -> bool {
+    sheafalloc_core::cache::autotune_enabled()
+}
+
+fn class_named(name: &str) -> Result<SizeClass, SetCapacityError> {
+    SizeClass::from_name(name).ok_or_else(|| SetCapacityError::UnknownCache(name.to_owned()))
 }
 
 /// Capacity of the main sheaf the calling thread has installed for cache

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 use sheafalloc_core::cache::max_sheaf_capacity;
 use sheafalloc_core::size_class::NUM_CLASSES;
 use sheafalloc_core::stats::{cache_stats, cache_stats_all, large_stats, CacheStats, LargeStats};
-use sheafalloc_core::{runtime, set_sheaf_capacity, CapacityOutOfRange, SizeClass};
+use sheafalloc_core::{
+    release_sheaf_capacity, runtime, set_sheaf_capacity, CapacityOutOfRange, SizeClass, Tuning,
+};
 
 use crate::error::ApiError;
 
@@ -81,8 +83,19 @@ pub struct CachesView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CapacityRequest {
-    /// The new capacity, `1..=sheaf_capacity_max`.
-    pub sheaf_capacity: serde_json::Number,
+    /// The new capacity, `1..=sheaf_capacity_max` (pins the cache), or
+    /// `"auto"` (hands it back to the auto-tuner).
+    pub sheaf_capacity: CapacityValue,
+}
+
+/// A capacity as the API takes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CapacityValue {
+    /// A number of objects.
+    Number(serde_json::Number),
+    /// A word: only `"auto"` means something.
+    Word(String),
 }
 
 /// Answer to a capacity change.
@@ -94,6 +107,9 @@ pub struct CapacityChanged {
     pub sheaf_capacity: u32,
     /// The capacity before the change.
     pub previous_sheaf_capacity: u32,
+    /// How the capacity is chosen from now on: `pinned` after a number,
+    /// `auto` (or `off`, with the tuner off) after `"auto"`.
+    pub tuning: Tuning,
 }
 
 /// Snapshots every cache, smallest first (one pass over the threads).
@@ -138,14 +154,26 @@ pub(crate) async fn set_capacity(
         crate::rejection_to_error(rejection.status(), rejection.body_text())
     })?;
     let request = parse_capacity_request(&body)?;
-    let capacity = capacity_value(class, &request.sheaf_capacity)?;
     let previous = cache_stats(class).sheaf_capacity;
-    set_sheaf_capacity(class, capacity)
-        .map_err(|error| ApiError::Unprocessable(error.to_string()))?;
+    match &request.sheaf_capacity {
+        CapacityValue::Number(number) => {
+            let capacity = capacity_value(class, number)?;
+            set_sheaf_capacity(class, capacity)
+                .map_err(|error| ApiError::Unprocessable(error.to_string()))?;
+        }
+        CapacityValue::Word(word) if word == "auto" => release_sheaf_capacity(class),
+        CapacityValue::Word(word) => {
+            return Err(ApiError::BadRequest(format!(
+                "sheaf_capacity must be a whole number or \"auto\", got {word:?}"
+            )))
+        }
+    }
+    let now = cache_stats(class);
     Ok(Json(CapacityChanged {
         name: class.name().as_str().to_owned(),
-        sheaf_capacity: cache_stats(class).sheaf_capacity,
+        sheaf_capacity: now.sheaf_capacity,
         previous_sheaf_capacity: previous,
+        tuning: now.tuning,
     }))
 }
 
@@ -231,7 +259,11 @@ mod tests {
         let parse = |body: &str| parse_capacity_request(body.as_bytes());
         assert_eq!(
             parse(r#" {"sheaf_capacity": 64} "#).map(|request| request.sheaf_capacity),
-            Ok(number("64"))
+            Ok(CapacityValue::Number(number("64")))
+        );
+        assert_eq!(
+            parse(r#"{"sheaf_capacity": "auto"}"#).map(|request| request.sheaf_capacity),
+            Ok(CapacityValue::Word("auto".to_owned()))
         );
         for bad in [
             "[64]",

@@ -539,6 +539,9 @@ mod tests {
             &sheafalloc_core::CacheStats::default(),
         );
         let mut json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["tuning"], "auto", "this sidecar reports it");
+        // An older sidecar's answer, without the field.
+        json.as_object_mut().unwrap().remove("tuning");
         let report = CacheReport::from_json(&json).unwrap();
         assert_eq!(
             (report.name.as_str(), report.tuning.as_deref()),

@@ -175,9 +175,17 @@ fn capacity_changes_and_its_bad_inputs() {
     }
     // None of the refused requests changed anything.
     assert_eq!(get_json(&api, cache_url)["sheaf_capacity"], 3);
-    // "auto" is the auto-tuner's; without one it is not a capacity.
+    // A number pins the cache; "auto" hands it back to the tuner, which
+    // goes on from the capacity it had; other words are refused.
+    assert_eq!(get_json(&api, cache_url)["tuning"], "pinned");
     let reply = put(&api, url, r#"{"sheaf_capacity": "auto"}"#);
-    assert!(matches!(reply.status, 400 | 422), "{reply:?}");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let changed: serde_json::Value = reply.json().expect("a JSON answer");
+    assert_eq!(changed["tuning"], "auto");
+    assert_eq!(changed["sheaf_capacity"], 3);
+    assert_eq!(get_json(&api, cache_url)["tuning"], "auto");
+    let message = put(&api, url, r#"{"sheaf_capacity": "manual"}"#).expect_error(400);
+    assert!(message.contains("\"auto\""), "{message}");
     let restore = format!(r#"{{"sheaf_capacity": {original}}}"#);
     assert_eq!(put(&api, url, &restore).status, 200);
 }

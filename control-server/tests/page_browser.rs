@@ -416,8 +416,8 @@ fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
         !busy["classes"].as_str().unwrap().contains("cumulative"),
         "{busy}"
     );
-    // The sidecar reports no tuning state yet: shown as unknown.
-    assert_eq!(busy["tuning"], "\u{2013}", "{busy}");
+    // Nobody pinned the busy cache: the auto-tuner has it.
+    assert_eq!(busy["tuning"], "auto", "{busy}");
     // Busiest first.
     let rates: Vec<f64> = rows
         .iter()
@@ -507,89 +507,20 @@ fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
     .expect_status(200);
 }
 
-/// The requests a [`tuning_sidecar`] received for capacity changes.
-type Received = Arc<Mutex<Vec<(String, Option<String>, String)>>>;
-
-/// A sidecar serving the page over the real `/v1/caches` answer with a
-/// `tuning` field added to every cache (`pinned` for [`BUSY`], `auto` for
-/// the others), as the sidecar will report once the auto-tuner exists; its
-/// capacity endpoint records what it receives and answers 200.
-fn tuning_sidecar(received: Received) -> sheafalloc_control::ControlHandle {
-    use axum::http::header::CONTENT_TYPE;
-    use axum::routing::{get, put};
-    use sheafalloc_control::caches::{CacheView, CachesView, ThreadsView};
-
-    let caches = || async {
-        let (live, ever) = sheafalloc_core::runtime::thread_counts();
-        let view = CachesView {
-            caches: sheafalloc_control::caches::snapshot_all()
-                .iter()
-                .map(|(class, stats)| CacheView::new(*class, stats))
-                .collect(),
-            large: sheafalloc_core::large_stats(),
-            threads: ThreadsView { live, ever },
-        };
-        let mut json = serde_json::to_value(view).unwrap_or_default();
-        for cache in json["caches"].as_array_mut().into_iter().flatten() {
-            let tuning = if cache["name"] == BUSY {
-                "pinned"
-            } else {
-                "auto"
-            };
-            cache["tuning"] = tuning.into();
-        }
-        axum::Json(json)
-    };
-    let set = move |axum::extract::Path(name): axum::extract::Path<String>,
-                    headers: axum::http::HeaderMap,
-                    body: String| {
-        let received = Arc::clone(&received);
-        async move {
-            let content_type = headers
-                .get(CONTENT_TYPE)
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned);
-            received
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((name.clone(), content_type, body));
-            axum::Json(json!({
-                "name": name, "sheaf_capacity": 64, "previous_sheaf_capacity": 64
-            }))
-        }
-    };
-    let asset = |body: &'static str, content_type: &'static str| {
-        move || async move { ([(CONTENT_TYPE, content_type)], body) }
-    };
-    let routes = axum::Router::new()
-        .route(
-            "/",
-            get(asset(sheafalloc_control::page::INDEX_HTML, "text/html")),
-        )
-        .route(
-            "/page.js",
-            get(asset(
-                sheafalloc_control::page::SCRIPT_JS,
-                "text/javascript",
-            )),
-        )
-        .route(
-            "/page.css",
-            get(asset(sheafalloc_control::page::STYLE_CSS, "text/css")),
-        )
-        .route("/v1/caches", get(caches))
-        .route("/v1/caches/{name}/sheaf_capacity", put(set));
-    let config = sheafalloc_control::Config::new("127.0.0.1:0".parse().unwrap());
-    sheafalloc_control::spawn_router(&config, sheafalloc_control::harden(routes))
-        .expect("the sidecar starts")
-}
-
 #[test]
-fn the_page_shows_the_tuning_state_when_the_sidecar_reports_it() {
+fn the_page_shows_the_tuning_state_and_hands_a_cache_back_to_the_tuner() {
     let _serial = serial();
     let _workload = Workload::start();
-    let received = Received::default();
-    let handle = tuning_sidecar(Arc::clone(&received));
+    let handle = sidecar(None);
+    let api = client(&handle);
+    // Pin the busy cache at its current capacity: the page must say so.
+    let capacity = api.cache(BUSY).unwrap().sheaf_capacity;
+    common::put(
+        &api,
+        &format!("/v1/caches/{BUSY}/sheaf_capacity"),
+        &format!(r#"{{"sheaf_capacity": {capacity}}}"#),
+    )
+    .expect_status(200);
     let driver = Driver::start();
     let browser = Browser::open(&driver);
     browser.go(&format!("{}/", handle.url()));
@@ -602,10 +533,15 @@ fn the_page_shows_the_tuning_state_when_the_sidecar_reports_it() {
     );
     let tuning = tuning.as_array().unwrap();
     for row in tuning {
-        let expected = if row[0] == BUSY { "pinned" } else { "auto" };
-        assert_eq!(row[1], expected, "{row}");
+        let name = row[0].as_str().unwrap();
+        let expected = api.cache(name).unwrap().tuning;
+        assert_eq!(row[1].as_str(), expected.as_deref(), "{row}");
+        if name == BUSY {
+            assert_eq!(row[1], "pinned", "{row}");
+        }
     }
-    // The form offers "auto" and sends it as the API takes it.
+    // The form offers "auto"; clicking it hands the cache back, through the
+    // real API.
     browser.click(&format!("button[data-cache=\"{BUSY}\"]"));
     let hidden = browser.script("return document.getElementById('cap-auto').hidden");
     assert_eq!(
@@ -618,12 +554,13 @@ fn the_page_shows_the_tuning_state_when_the_sidecar_reports_it() {
         "return document.getElementById('cap-result').dataset.state;",
         |state| state == "ok",
     );
-    let received = received.lock().unwrap_or_else(PoisonError::into_inner);
-    let (name, content_type, body) = received.last().expect("a PUT arrived").clone();
-    assert_eq!(name, BUSY);
-    assert_eq!(content_type.as_deref(), Some("application/json"));
-    assert_eq!(
-        serde_json::from_str::<Value>(&body).unwrap(),
-        json!({ "sheaf_capacity": "auto" })
+    assert_eq!(api.cache(BUSY).unwrap().tuning.as_deref(), Some("auto"));
+    browser.wait_for(
+        "the table shows the cache back on auto",
+        &format!(
+            "const cell = document.querySelector('#rows tr[data-cache=\"{BUSY}\"] td[data-field=\"tuning\"]');
+             return cell ? cell.textContent : null;"
+        ),
+        |value| value == "auto",
     );
 }

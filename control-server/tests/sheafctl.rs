@@ -55,9 +55,9 @@ fn list_show_set_capacity_purge_topology_and_watch() {
         .find(|line| line.starts_with("size-8 "))
         .unwrap_or_else(|| panic!("{list}"));
     // This process allocates 8-byte objects: a share is shown, and the
-    // tuning state is unknown until the sidecar reports one.
+    // auto-tuner has the cache (nobody pinned it).
     assert!(row.contains('%'), "{row}");
-    assert!(row.split_whitespace().any(|cell| cell == "?"), "{row}");
+    assert!(row.split_whitespace().any(|cell| cell == "auto"), "{row}");
     assert!(list.contains("97 of 97 caches shown"), "{list}");
 
     let show = stdout(&sheafctl(&["--addr", &addr, "show", "size-1024"]));

@@ -1,8 +1,8 @@
 //! The `pthread_atfork` handlers.
 //!
 //! The prepare handler takes every lock of the engine in the order of
-//! `sync::LockRank` — registry, topology, every barn, every slab list,
-//! every arena, the sheaf pool — so no other thread is inside the engine
+//! `sync::LockRank` — tuner, registry, topology, every barn, every slab
+//! list, every arena, the sheaf pool — so no other thread is inside the engine
 //! when `fork()` copies the process; since every other path takes its
 //! locks in the same order, none can hold one the handler still waits for
 //! while waiting for one the handler holds. Parent and child release them.
@@ -26,6 +26,7 @@ static FORKING_THREAD: AtomicUsize = AtomicUsize::new(0);
 
 pub(super) extern "C" fn prepare() {
     FORKING_THREAD.store(os::current_thread(), Ordering::Relaxed);
+    super::tune::book_lock().lock();
     REGISTRY.raw().lock();
     crate::topology::publish_lock().lock();
     cache::lock_all_for_fork();
@@ -46,6 +47,7 @@ unsafe fn release_all() {
         cache::unlock_all_after_fork();
         crate::topology::publish_lock().unlock();
         REGISTRY.raw().unlock();
+        super::tune::book_lock().unlock();
     }
 }
 

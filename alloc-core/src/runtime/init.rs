@@ -21,7 +21,12 @@
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use core::fmt::Write;
+
 use crate::arena;
+use crate::cache;
+use crate::capacity_spec;
+use crate::message::Message;
 use crate::node;
 use crate::os;
 use crate::thread_cache::ThreadCache;
@@ -114,6 +119,7 @@ fn init_once() -> bool {
         return false;
     }
     os::fault::pause_in_init();
+    apply_environment();
     if EXIT_KEY.load(Ordering::Acquire) == 0 {
         let Some(key) = os::thread_exit_key(thread_exit) else {
             os::write_stderr(b"sheafalloc: pthread_key_create failed; allocations will fail\n");
@@ -133,6 +139,41 @@ fn init_once() -> bool {
         );
     }
     true
+}
+
+/// `SHEAFALLOC_AUTOTUNE` and `SHEAFALLOC_CAPACITY`; a bad value is reported
+/// on stderr and skipped (the rest applies).
+fn apply_environment() {
+    match os::env(c"SHEAFALLOC_AUTOTUNE") {
+        None | Some(b"on" | b"1" | b"true" | b"yes") => {}
+        Some(b"off" | b"0" | b"false" | b"no") => cache::set_autotune(false),
+        Some(other) => {
+            let mut message = Message::<256>::new();
+            message.push(b"sheafalloc: SHEAFALLOC_AUTOTUNE=");
+            message.push(other);
+            message.push(b" is neither on nor off; the auto-tuner stays on\n");
+            message.write_to_stderr();
+        }
+    }
+    let Some(spec) = os::env(c"SHEAFALLOC_CAPACITY") else {
+        return;
+    };
+    for entry in capacity_spec::parse(spec) {
+        match entry {
+            Ok(entry) => {
+                // In range by construction: parse checked it.
+                let _ = cache::store_pinned_capacity(entry.class, u64::from(entry.capacity));
+            }
+            Err(error) => {
+                let mut message = Message::<256>::new();
+                let _ = writeln!(
+                    message,
+                    "sheafalloc: SHEAFALLOC_CAPACITY: {error}; entry skipped, the others apply"
+                );
+                message.write_to_stderr();
+            }
+        }
+    }
 }
 
 /// The thread-exit key (set before initialisation reports ready).

@@ -108,7 +108,7 @@ pub(super) fn held() -> u32 {
 
 #[cold]
 fn violation(taking: LockRank, holding: LockRank, rule: &str) -> ! {
-    let mut message = Message::new();
+    let mut message = crate::message::Message::<192>::new();
     message.push(b"sheafalloc: lock order violated: taking a ");
     message.push(taking.name().as_bytes());
     message.push(b" lock while holding a ");
@@ -116,34 +116,6 @@ fn violation(taking: LockRank, holding: LockRank, rule: &str) -> ! {
     message.push(b" lock (locks must be taken after ");
     message.push(rule.as_bytes());
     message.push(b"; see sync/rank.rs)\n");
-    crate::os::write_stderr(message.as_bytes());
+    message.write_to_stderr();
     crate::os::abort();
-}
-
-/// A message built on the stack (no allocation).
-struct Message {
-    bytes: [u8; 192],
-    len: usize,
-}
-
-impl Message {
-    fn new() -> Self {
-        Self {
-            bytes: [0; 192],
-            len: 0,
-        }
-    }
-
-    fn push(&mut self, part: &[u8]) {
-        for &byte in part {
-            if let Some(slot) = self.bytes.get_mut(self.len) {
-                *slot = byte;
-                self.len += 1;
-            }
-        }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        self.bytes.get(..self.len).unwrap_or(&[])
-    }
 }

@@ -9,41 +9,45 @@
 //!
 //! | rank | lock | nests inside it |
 //! |---|---|---|
-//! | 0 `Registry` | the thread registry | nothing (readers only load counters) |
-//! | 1 `Topology` | topology publication | nothing |
-//! | 2 `Barn` | a barn, per node and class | nothing |
-//! | 3 `Slabs` | a slab list, per node and class | `Arena` (new slabs, returned runs) |
-//! | 4 `Arena` | a node's arena bookkeeping | nothing |
-//! | 5 `Pool` | the sheaf pool | nothing |
-//! | 6 `Leaf` | locks of tests and tools outside the engine | nothing |
+//! | 0 `Tuner` | the auto-tuner's book (taken with `try_lock` by the periodic tick) | `Registry` (one pass over the threads) |
+//! | 1 `Registry` | the thread registry | nothing (readers only load or clamp per-thread atomics) |
+//! | 2 `Topology` | topology publication | nothing |
+//! | 3 `Barn` | a barn, per node and class | nothing |
+//! | 4 `Slabs` | a slab list, per node and class | `Arena` (new slabs, returned runs) |
+//! | 5 `Arena` | a node's arena bookkeeping | nothing |
+//! | 6 `Pool` | the sheaf pool | nothing |
+//! | 7 `Leaf` | locks of tests and tools outside the engine | nothing |
 
 /// Where a lock stands in the order (lower ranks are taken first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum LockRank {
+    /// The auto-tuner's state between ticks.
+    Tuner = 0,
     /// The registry of live thread caches.
-    Registry = 0,
+    Registry = 1,
     /// Publication of a discovered topology.
-    Topology = 1,
+    Topology = 2,
     /// A barn (per node and size class).
-    Barn = 2,
+    Barn = 3,
     /// A slab list (per node and size class).
-    Slabs = 3,
+    Slabs = 4,
     /// A node's arena bookkeeping.
-    Arena = 4,
+    Arena = 5,
     /// The sheaf pool.
-    Pool = 5,
+    Pool = 6,
     /// A lock no engine lock is ever taken under (tests, tools).
-    Leaf = 6,
+    Leaf = 7,
 }
 
 impl LockRank {
     /// Number of ranks.
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
 
     /// The rank's name, for messages.
     pub const fn name(self) -> &'static str {
         match self {
+            Self::Tuner => "tuner",
             Self::Registry => "registry",
             Self::Topology => "topology",
             Self::Barn => "barn",
@@ -57,13 +61,14 @@ impl LockRank {
     /// The rank with number `index`, if any.
     pub const fn from_index(index: usize) -> Option<Self> {
         Some(match index {
-            0 => Self::Registry,
-            1 => Self::Topology,
-            2 => Self::Barn,
-            3 => Self::Slabs,
-            4 => Self::Arena,
-            5 => Self::Pool,
-            6 => Self::Leaf,
+            0 => Self::Tuner,
+            1 => Self::Registry,
+            2 => Self::Topology,
+            3 => Self::Barn,
+            4 => Self::Slabs,
+            5 => Self::Arena,
+            6 => Self::Pool,
+            7 => Self::Leaf,
             _ => return None,
         })
     }

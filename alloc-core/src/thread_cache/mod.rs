@@ -49,8 +49,9 @@ mod engine {
     use super::life_cycle::{SlowPathGuard, ThreadState};
     use super::{ClassSheaves, ColdSlot, HotSlot};
     use crate::arena;
-    use crate::cache::{self, cache, CacheCounters, ClassDepot};
+    use crate::cache::{cache, CacheCounters, ClassDepot};
     use crate::node::NodeId;
+    use crate::runtime;
     use crate::size_class::{SizeClass, NUM_CLASSES};
 
     /// One thread's sheaves and counters.
@@ -140,7 +141,7 @@ mod engine {
             let object = self
                 .sheaves(class)
                 .alloc_slow(&ClassDepot::of(class), self.node.get());
-            cache::maybe_decay();
+            runtime::periodic();
             object
         }
 
@@ -176,6 +177,13 @@ mod engine {
                 },
                 None => crate::invariant!(false, "free of a pointer outside the arena"),
             }
+        }
+
+        /// Lowers the fast-path capacity of `class` to at most `capacity`
+        /// (from any thread): the owner's next free above it takes the slow
+        /// path, which trims its sheaves to the cache's capacity.
+        pub(crate) fn clamp_capacity(&self, class: SizeClass, capacity: u32) {
+            self.hot(class).clamp_capacity(capacity);
         }
 
         /// Sheaf capacity of the installed main sheaf of `class` in this

@@ -8,7 +8,7 @@
 
 use core::cell::Cell;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 
 use crate::counters::CacheCounters;
 use crate::exchange::{self, Depot};
@@ -18,9 +18,11 @@ use crate::sheaf::Sheaf;
 /// The fast-path state of one class in one thread.
 ///
 /// Invariants: if the class's main sheaf is installed, `objects` points to
-/// its object array, `capacity` equals its capacity and `len <= capacity`
-/// is its true length (the header's `len` is stale until stashed);
-/// otherwise `len == capacity == 0` and `objects` is null. Written only by
+/// its object array, `len <= ` the sheaf's capacity is its true length (the
+/// header's `len` is stale until stashed), and `capacity <=` the sheaf's
+/// capacity (lower when the cache's capacity was lowered since the sheaf
+/// was installed: `clamp_capacity`); otherwise `len == capacity == 0` and
+/// `objects` is null. Written only by
 /// the owning thread; the fields are atomics only so that a statistics
 /// reader on another thread may load them without a data race (relaxed
 /// loads and stores: plain moves on x86-64, no read-modify-write).
@@ -74,6 +76,12 @@ impl HotSlot {
         self.frees
             .store(self.frees.load(Relaxed).wrapping_add(1), Relaxed);
         true
+    }
+
+    /// Lowers the fast-path capacity to at most `capacity` (from any
+    /// thread; see [`ClassSheaves::install`] for the other side).
+    pub(crate) fn clamp_capacity(&self, capacity: u32) {
+        self.capacity.fetch_min(capacity, SeqCst);
     }
 
     /// Counts a free that did not go through `push` (remote, or straight
@@ -207,7 +215,7 @@ impl<'a> ClassSheaves<'a> {
         // SAFETY: the spare is owned by this thread (ColdSlot).
         if !spare.is_null() && unsafe { (*spare).len } > 0 {
             self.cold.spare.set(main.as_ptr());
-            self.install(spare);
+            self.install(depot, spare);
             CacheCounters::add(&depot.counters().spare_swaps, 1);
             return self.pop().unwrap_or(ptr::null_mut());
         }
@@ -216,7 +224,7 @@ impl<'a> ClassSheaves<'a> {
         // class and node.
         let main = match unsafe { exchange::take_full(depot, node, main) } {
             Ok(full) => {
-                self.install(full.as_ptr());
+                self.install(depot, full.as_ptr());
                 self.sync_capacity(depot);
                 return self.pop().unwrap_or(ptr::null_mut());
             }
@@ -225,7 +233,7 @@ impl<'a> ClassSheaves<'a> {
         // 3. Refill the main sheaf from the slabs, in bulk.
         // SAFETY: main is still ours (the barn had nothing to trade).
         exchange::refill(depot, node, unsafe { &mut *main.as_ptr() });
-        self.install(main.as_ptr());
+        self.install(depot, main.as_ptr());
         self.pop().unwrap_or(ptr::null_mut())
     }
 
@@ -257,7 +265,7 @@ impl<'a> ClassSheaves<'a> {
                 .or_else(|| exchange::empty_sheaf(depot, node, depot.sheaf_capacity()));
             if let Some(empty) = empty {
                 self.cold.spare.set(main.as_ptr());
-                self.install(empty.as_ptr());
+                self.install(depot, empty.as_ptr());
                 self.sync_capacity(depot);
                 CacheCounters::add(&depot.counters().spare_swaps, 1);
                 if self.push(object) {
@@ -275,7 +283,7 @@ impl<'a> ClassSheaves<'a> {
                 let empty =
                     empty.or_else(|| exchange::empty_sheaf(depot, node, depot.sheaf_capacity()));
                 if let Some(empty) = empty {
-                    self.install(empty.as_ptr());
+                    self.install(depot, empty.as_ptr());
                     self.sync_capacity(depot);
                     if self.push(object) {
                         return;
@@ -290,7 +298,7 @@ impl<'a> ClassSheaves<'a> {
         // SAFETY: main is owned and stashed; its objects are free objects
         // of this class whose home is `node`.
         unsafe { exchange::flush(depot, node, &mut *main.as_ptr()) };
-        self.install(main.as_ptr());
+        self.install(depot, main.as_ptr());
         let pushed = self.push(object);
         crate::invariant!(pushed, "push into a flushed sheaf failed");
     }
@@ -331,7 +339,7 @@ impl<'a> ClassSheaves<'a> {
             return Some(main);
         }
         let sheaf = exchange::empty_sheaf(depot, node, depot.sheaf_capacity())?;
-        self.install(sheaf.as_ptr());
+        self.install(depot, sheaf.as_ptr());
         Some(sheaf)
     }
 
@@ -345,15 +353,28 @@ impl<'a> ClassSheaves<'a> {
     }
 
     /// Makes `sheaf` (owned, stashed) the main sheaf.
-    fn install(self, sheaf: *mut Sheaf) {
+    ///
+    /// The fast-path capacity is the sheaf's, lowered to the depot's if
+    /// that is lower: a capacity another thread lowers meanwhile (and clamps
+    /// every hot slot to, see `runtime::clamp_threads`) is never undone
+    /// here. The store comes before the load, both `SeqCst`: either this
+    /// load sees the new capacity, or the clamp comes after this store.
+    fn install<D: Depot>(self, depot: &D, sheaf: *mut Sheaf) {
         self.cold.main.set(sheaf);
         // SAFETY: the caller hands us an owned sheaf.
-        unsafe {
-            self.hot
-                .objects
-                .store((*sheaf).objects.as_mut_ptr(), Relaxed);
-            self.hot.capacity.store((*sheaf).capacity, Relaxed);
-            self.hot.len.store((*sheaf).len, Relaxed);
+        let (objects, capacity, len) = unsafe {
+            (
+                (*sheaf).objects.as_mut_ptr(),
+                (*sheaf).capacity,
+                (*sheaf).len,
+            )
+        };
+        self.hot.objects.store(objects, Relaxed);
+        self.hot.len.store(len, Relaxed);
+        self.hot.capacity.store(capacity, SeqCst);
+        let target = depot.sheaf_capacity();
+        if target < capacity {
+            self.hot.capacity.store(target, SeqCst);
         }
     }
 
@@ -374,7 +395,7 @@ impl<'a> ClassSheaves<'a> {
             self.stash();
             // SAFETY: owned and stashed.
             resize(depot, unsafe { &mut *main }, target);
-            self.install(main);
+            self.install(depot, main);
         }
         let spare = self.cold.spare.get();
         // SAFETY: as above.

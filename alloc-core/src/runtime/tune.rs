@@ -1,0 +1,160 @@
+//! The periodic tick of the engine and the auto-tuner's part of it.
+//!
+//! `periodic` runs from allocation slow paths; at most once per
+//! [`TICK_MS`] one of them (whoever wins a compare-and-swap on the due
+//! time) does the work: the slab decay, and one tuner tick. No thread of
+//! its own: an idle process needs no tuning, and a busy one takes slow
+//! paths all the time.
+//!
+//! A tuner tick reads every cache's slow-path counters (atomics), takes one
+//! pass over the thread registry to add up allocations and frees, hands
+//! each unpinned cache's sample to `tuner::decide`, and applies what it
+//! decides. A lower capacity is pushed into every live thread's fast path
+//! at once ([`clamp_threads`]); a higher one is picked up at each thread's
+//! next exchange, which a thread that needs it reaches within one sheaf of
+//! operations.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::registry::with_threads;
+use crate::cache::{self, cache};
+use crate::os;
+use crate::size_class::{SizeClass, NUM_CLASSES};
+use crate::sync::{LockRank, Mutex};
+use crate::tuner::{self, Bounds, Sample, TunerState};
+
+/// How often the tick runs.
+pub const TICK_MS: u64 = 1000;
+
+/// Counter values at the previous tick.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    operations: u64,
+    slow_paths: u64,
+    barn_hits: u64,
+    barn_misses: u64,
+}
+
+/// The tuner's memory between ticks.
+struct Book {
+    last_ms: u64,
+    seen: [Seen; NUM_CLASSES],
+    states: [TunerState; NUM_CLASSES],
+}
+
+static BOOK: Mutex<Book> = Mutex::new(
+    LockRank::Tuner,
+    Book {
+        last_ms: 0,
+        seen: [Seen {
+            operations: 0,
+            slow_paths: 0,
+            barn_hits: 0,
+            barn_misses: 0,
+        }; NUM_CLASSES],
+        states: [TunerState::new(); NUM_CLASSES],
+    },
+);
+
+static NEXT_TICK_MS: AtomicU64 = AtomicU64::new(0);
+
+/// The tuner's lock, for the fork handlers.
+pub(super) fn book_lock() -> &'static crate::sync::RawLock {
+    BOOK.raw()
+}
+
+/// Runs the periodic work if it is due (from slow paths, holding no lock).
+pub fn periodic() {
+    cache::maybe_decay();
+    let now = os::monotonic_ms();
+    let due = NEXT_TICK_MS.load(Ordering::Relaxed);
+    if now < due
+        || NEXT_TICK_MS
+            .compare_exchange(
+                due,
+                now.saturating_add(TICK_MS),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_err()
+    {
+        return;
+    }
+    if cache::autotune_enabled() {
+        tick(now);
+    }
+}
+
+/// One tuner tick at `now_ms` (also called directly by tests).
+pub fn tick(now_ms: u64) {
+    let Some(mut book) = BOOK.try_lock() else {
+        return;
+    };
+    let mut operations = [0u64; NUM_CLASSES];
+    with_threads(|threads| {
+        for (class, total) in SizeClass::all().zip(operations.iter_mut()) {
+            let counters = &cache(class).counters;
+            *total = counters
+                .allocs_folded
+                .load(Ordering::Relaxed)
+                .wrapping_add(counters.frees_folded.load(Ordering::Relaxed));
+        }
+        for thread in threads {
+            for (class, total) in SizeClass::all().zip(operations.iter_mut()) {
+                let view = thread.view(class);
+                *total = total.wrapping_add(view.allocs).wrapping_add(view.frees);
+            }
+        }
+    });
+    let elapsed_ms = now_ms.saturating_sub(book.last_ms);
+    let first = book.last_ms == 0;
+    book.last_ms = now_ms;
+    let Book { seen, states, .. } = &mut *book;
+    let per_class = SizeClass::all()
+        .zip(operations)
+        .zip(seen.iter_mut().zip(states.iter_mut()));
+    for ((class, operations), (seen, state)) in per_class {
+        let counters = &cache(class).counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let now = Seen {
+            operations,
+            slow_paths: load(&counters.slow_path_allocs)
+                .wrapping_add(load(&counters.slow_path_frees)),
+            barn_hits: load(&counters.barn_get_hits).wrapping_add(load(&counters.barn_put_hits)),
+            barn_misses: load(&counters.barn_get_misses)
+                .wrapping_add(load(&counters.barn_put_misses)),
+        };
+        let before = core::mem::replace(seen, now);
+        if first || cache(class).tuning() != tuner::Tuning::Auto {
+            continue;
+        }
+        let sample = Sample {
+            elapsed_ms,
+            operations: now.operations.wrapping_sub(before.operations),
+            slow_paths: now.slow_paths.wrapping_sub(before.slow_paths),
+            barn_hits: now.barn_hits.wrapping_sub(before.barn_hits),
+            barn_misses: now.barn_misses.wrapping_sub(before.barn_misses),
+        };
+        let bounds = Bounds {
+            min: cache::default_sheaf_capacity(class),
+            max: cache::max_sheaf_capacity(class),
+        };
+        let capacity = cache(class).sheaf_capacity(class);
+        if let Some(decision) = tuner::decide(state, capacity, sample, bounds) {
+            if cache::apply_decision(class, decision, now_ms) && decision.to < decision.from {
+                clamp_threads(class, decision.to);
+            }
+        }
+    }
+}
+
+/// Lowers the fast-path capacity of `class` in every live thread to at
+/// most `capacity`, at once: the next free above it takes the slow path,
+/// which trims the thread's sheaves to the cache's capacity.
+pub fn clamp_threads(class: SizeClass, capacity: u32) {
+    with_threads(|threads| {
+        for thread in threads {
+            thread.clamp_capacity(class, capacity);
+        }
+    });
+}

@@ -1,0 +1,459 @@
+//! The auto-tuner: each cache's sheaf capacity, adjusted from what the
+//! cache's own counters say, within bounds, without an operator.
+//!
+//! # What it watches
+//!
+//! About once a second (the engine's periodic tick, run from an allocation
+//! slow path: no thread of its own) it takes, for every cache, the change
+//! since the last tick of:
+//!
+//! * operations (allocations + frees, folded from every live thread) and
+//!   slow paths (allocations and frees that missed the fast path): their
+//!   ratio is the **slow-path share**;
+//! * barn exchanges and how many of them missed (the barn had no full
+//!   sheaf, or no room for one, so the thread went to the slabs): the
+//!   **barn miss share**;
+//! * exchanges per second.
+//!
+//! # What it decides ([`decide`])
+//!
+//! * **Raise** (×2) when the cache is busy (at least [`BUSY_OPS_PER_SEC`])
+//!   and, on two ticks in a row, the slow-path share is at least
+//!   [`RAISE_SLOW_SHARE_PERMILLE`], or the barn miss share at least
+//!   [`RAISE_MISS_SHARE_PERMILLE`], or exchanges reach
+//!   [`RAISE_EXCHANGES_PER_SEC`]: bursts or a hand-off keep more objects in
+//!   flight than the sheaves and the barn hold.
+//! * **Lower** (÷2) when, for [`LOWER_QUIET_TICKS`] ticks in a row, the
+//!   slow-path share stays under [`LOWER_SLOW_SHARE_PERMILLE`] with barn
+//!   misses under [`LOWER_MISS_SHARE_PERMILLE`], or the cache is idle for
+//!   [`LOWER_IDLE_TICKS`] ticks: memory held for nothing.
+//! * **Bounds**: never below the class's default capacity, never above
+//!   [`crate::cache::max_sheaf_capacity`] (256 objects and 512 KiB per
+//!   sheaf, so a thread pins at most 1 MiB in one cache).
+//! * **Hysteresis**: the dead band between the raise and lower thresholds;
+//!   [`COOLDOWN_TICKS`] ticks without a change after each change; a change
+//!   against the previous one's direction makes the next cooldown four
+//!   times longer (up to [`COOLDOWN_MAX_TICKS`]), which damps oscillation.
+//!
+//! A cache the API or `SHEAFALLOC_CAPACITY` pinned is left alone until it
+//! is handed back (`"auto"`); `SHEAFALLOC_AUTOTUNE=off` turns the tuner off
+//! for the whole process.
+
+/// How a cache's capacity is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum Tuning {
+    /// The auto-tuner adjusts it.
+    #[default]
+    Auto,
+    /// Set by hand (API or `SHEAFALLOC_CAPACITY`); the tuner leaves it.
+    Pinned,
+    /// The tuner is off for the process (`SHEAFALLOC_AUTOTUNE=off`).
+    Off,
+}
+
+impl Tuning {
+    /// The name the API uses.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Pinned => "pinned",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// Why the tuner changed a capacity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Reason {
+    /// No decision yet.
+    #[default]
+    None,
+    /// Raised: the slow-path share (signal, ‰) was high.
+    SlowPathShare,
+    /// Raised: the barn missed this share (signal, ‰) of exchanges.
+    BarnMisses,
+    /// Raised: exchanges per second (signal) were high.
+    ExchangeRate,
+    /// Lowered: slow paths and barn misses (signal: slow-path share, ‰)
+    /// stayed low.
+    Quiet,
+    /// Lowered: the cache was idle.
+    Idle,
+}
+
+impl Reason {
+    const ALL: [Reason; 6] = [
+        Reason::None,
+        Reason::SlowPathShare,
+        Reason::BarnMisses,
+        Reason::ExchangeRate,
+        Reason::Quiet,
+        Reason::Idle,
+    ];
+
+    fn code(self) -> u64 {
+        self as u64
+    }
+
+    fn from_code(code: u64) -> Self {
+        Self::ALL
+            .get(code as usize)
+            .copied()
+            .unwrap_or(Reason::None)
+    }
+}
+
+/// The change of a cache's counters over one tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// Milliseconds the sample covers.
+    pub elapsed_ms: u64,
+    /// Allocations and frees.
+    pub operations: u64,
+    /// Allocations and frees that took a slow path.
+    pub slow_paths: u64,
+    /// Barn exchanges that found a sheaf (or room for one).
+    pub barn_hits: u64,
+    /// Barn exchanges that did not (a slab refill or flush followed).
+    pub barn_misses: u64,
+}
+
+/// The capacities the tuner may choose for a cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Lowest (the class's default capacity).
+    pub min: u32,
+    /// Highest (the byte-bounded maximum of the class).
+    pub max: u32,
+}
+
+/// A capacity change and its cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Decision {
+    /// Capacity before.
+    pub from: u32,
+    /// Capacity after.
+    pub to: u32,
+    /// Why.
+    pub reason: Reason,
+    /// The signal that moved it: a share in permille, or a rate per second
+    /// (see [`Reason`]).
+    pub signal: u32,
+}
+
+impl Decision {
+    /// Packs the decision into one word (for an atomic).
+    pub fn pack(self) -> u64 {
+        u64::from(self.from & 0x3FF)
+            | u64::from(self.to & 0x3FF) << 10
+            | (self.reason.code() & 0xF) << 20
+            | u64::from(self.signal) << 24
+    }
+
+    /// The decision [`pack`](Self::pack) packed.
+    pub fn unpack(word: u64) -> Self {
+        Self {
+            from: (word & 0x3FF) as u32,
+            to: (word >> 10 & 0x3FF) as u32,
+            reason: Reason::from_code(word >> 20 & 0xF),
+            signal: (word >> 24) as u32,
+        }
+    }
+}
+
+/// What the tuner remembers of one cache between ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TunerState {
+    raise_streak: u8,
+    quiet_streak: u16,
+    idle_streak: u16,
+    cooldown: u16,
+    last_cooldown: u16,
+    /// +1 after a raise, -1 after a lower, 0 before any change.
+    last_direction: i8,
+}
+
+impl TunerState {
+    /// No history.
+    pub const fn new() -> Self {
+        Self {
+            raise_streak: 0,
+            quiet_streak: 0,
+            idle_streak: 0,
+            cooldown: 0,
+            last_cooldown: 0,
+            last_direction: 0,
+        }
+    }
+}
+
+/// Operations per second below which a cache gives no signal.
+pub const BUSY_OPS_PER_SEC: u64 = 10_000;
+/// Operations per second below which a cache counts as idle.
+pub const IDLE_OPS_PER_SEC: u64 = 100;
+/// Slow-path share (‰) from which a busy cache is raised.
+pub const RAISE_SLOW_SHARE_PERMILLE: u64 = 30;
+/// Barn miss share (‰) from which a busy cache is raised.
+pub const RAISE_MISS_SHARE_PERMILLE: u64 = 250;
+/// Exchanges per second from which a busy cache is raised.
+pub const RAISE_EXCHANGES_PER_SEC: u64 = 100_000;
+/// Ticks in a row a raise condition must hold.
+pub const RAISE_TICKS: u8 = 2;
+/// Slow-path share (‰) under which a cache is quiet.
+pub const LOWER_SLOW_SHARE_PERMILLE: u64 = 5;
+/// Barn miss share (‰) under which a cache is quiet.
+pub const LOWER_MISS_SHARE_PERMILLE: u64 = 50;
+/// Ticks in a row a cache must be quiet before it is lowered.
+pub const LOWER_QUIET_TICKS: u16 = 30;
+/// Ticks in a row a cache must be idle before it is lowered.
+pub const LOWER_IDLE_TICKS: u16 = 30;
+/// Ticks without a change after a change.
+pub const COOLDOWN_TICKS: u16 = 3;
+/// Longest cooldown, after repeated reversals.
+pub const COOLDOWN_MAX_TICKS: u16 = 120;
+
+fn permille(part: u64, whole: u64) -> u64 {
+    part.saturating_mul(1000) / whole.max(1)
+}
+
+fn per_second(count: u64, elapsed_ms: u64) -> u64 {
+    count.saturating_mul(1000) / elapsed_ms.max(1)
+}
+
+fn saturate(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// The tuner's decision for a cache now at `capacity`, given the last
+/// tick's `sample`; updates `state`. `None`: keep the capacity.
+pub fn decide(
+    state: &mut TunerState,
+    capacity: u32,
+    sample: Sample,
+    bounds: Bounds,
+) -> Option<Decision> {
+    let ops_per_sec = per_second(sample.operations, sample.elapsed_ms);
+    let exchanges = sample.barn_hits.saturating_add(sample.barn_misses);
+    let slow_share = permille(sample.slow_paths, sample.operations);
+    let miss_share = permille(sample.barn_misses, exchanges);
+    let exchange_rate = per_second(exchanges, sample.elapsed_ms);
+    let busy = ops_per_sec >= BUSY_OPS_PER_SEC;
+
+    let raise = if !busy {
+        None
+    } else if miss_share >= RAISE_MISS_SHARE_PERMILLE && exchanges >= 8 {
+        Some((Reason::BarnMisses, miss_share))
+    } else if slow_share >= RAISE_SLOW_SHARE_PERMILLE {
+        Some((Reason::SlowPathShare, slow_share))
+    } else if exchange_rate >= RAISE_EXCHANGES_PER_SEC {
+        Some((Reason::ExchangeRate, exchange_rate))
+    } else {
+        None
+    };
+    let quiet = busy
+        && slow_share < LOWER_SLOW_SHARE_PERMILLE
+        && miss_share < LOWER_MISS_SHARE_PERMILLE
+        && exchange_rate < RAISE_EXCHANGES_PER_SEC / 10;
+    let idle = ops_per_sec < IDLE_OPS_PER_SEC;
+
+    state.raise_streak = if raise.is_some() {
+        state.raise_streak.saturating_add(1)
+    } else {
+        0
+    };
+    state.quiet_streak = if quiet {
+        state.quiet_streak.saturating_add(1)
+    } else {
+        0
+    };
+    state.idle_streak = if idle {
+        state.idle_streak.saturating_add(1)
+    } else {
+        0
+    };
+    if state.cooldown > 0 {
+        state.cooldown -= 1;
+        return None;
+    }
+
+    let (to, reason, signal, direction) = match raise {
+        Some((reason, signal)) if state.raise_streak >= RAISE_TICKS && capacity < bounds.max => (
+            capacity.saturating_mul(2).min(bounds.max),
+            reason,
+            signal,
+            1,
+        ),
+        _ if capacity > bounds.min && state.idle_streak >= LOWER_IDLE_TICKS => {
+            ((capacity / 2).max(bounds.min), Reason::Idle, 0, -1)
+        }
+        _ if capacity > bounds.min && state.quiet_streak >= LOWER_QUIET_TICKS => (
+            (capacity / 2).max(bounds.min),
+            Reason::Quiet,
+            slow_share,
+            -1,
+        ),
+        _ => return None,
+    };
+    if to == capacity {
+        return None;
+    }
+    let reversed = state.last_direction != 0 && state.last_direction != direction;
+    state.cooldown = if reversed {
+        state
+            .last_cooldown
+            .max(COOLDOWN_TICKS)
+            .saturating_mul(4)
+            .min(COOLDOWN_MAX_TICKS)
+    } else {
+        COOLDOWN_TICKS
+    };
+    state.last_cooldown = state.cooldown;
+    state.last_direction = direction;
+    state.raise_streak = 0;
+    state.quiet_streak = 0;
+    state.idle_streak = 0;
+    Some(Decision {
+        from: capacity,
+        to,
+        reason,
+        signal: saturate(signal),
+    })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const BOUNDS: Bounds = Bounds { min: 32, max: 227 };
+
+    /// A second of a cache doing `ops` operations, `slow` of them on a slow
+    /// path, with `hits` and `misses` barn exchanges.
+    fn second(ops: u64, slow: u64, hits: u64, misses: u64) -> Sample {
+        Sample {
+            elapsed_ms: 1000,
+            operations: ops,
+            slow_paths: slow,
+            barn_hits: hits,
+            barn_misses: misses,
+        }
+    }
+
+    /// Runs the decision over a recorded sequence, applying each change;
+    /// returns the capacities after every tick.
+    fn replay(start: u32, samples: &[Sample]) -> (Vec<u32>, Vec<Decision>) {
+        let mut state = TunerState::default();
+        let mut capacity = start;
+        let mut trace = Vec::new();
+        let mut decisions = Vec::new();
+        for &sample in samples {
+            if let Some(decision) = decide(&mut state, capacity, sample, BOUNDS) {
+                assert_eq!(decision.from, capacity);
+                capacity = decision.to;
+                decisions.push(decision);
+            }
+            trace.push(capacity);
+        }
+        (trace, decisions)
+    }
+
+    #[test]
+    fn bursty_barn_misses_raise_after_two_ticks() {
+        // A third of the exchanges miss the barn (the bursty hand-off).
+        let busy = second(2_000_000, 60_000, 20_000, 10_000);
+        let (trace, decisions) = replay(32, &[busy; 3]);
+        assert_eq!(
+            trace,
+            [32, 64, 64],
+            "raised on the second tick, then cooldown"
+        );
+        assert_eq!(decisions[0].reason, Reason::BarnMisses);
+        assert_eq!(decisions[0].signal, 333);
+    }
+
+    #[test]
+    fn a_high_slow_path_share_raises_step_by_step_up_to_the_byte_bound() {
+        // Bursts larger than both sheaves: every burst takes slow paths.
+        let bursts = second(1_000_000, 50_000, 49_000, 1_000);
+        let (trace, decisions) = replay(32, &[bursts; 40]);
+        assert_eq!(*trace.last().unwrap(), 227, "stops at the byte bound");
+        assert!(decisions.iter().all(|d| d.reason == Reason::SlowPathShare));
+        let steps: Vec<u32> = decisions.iter().map(|d| d.to).collect();
+        assert_eq!(steps, [64, 128, 227]);
+        assert!(trace.iter().all(|&c| c <= BOUNDS.max));
+    }
+
+    #[test]
+    fn a_steady_cheap_cache_holds() {
+        // 1 slow path in 100 operations, barn always hits, 20k exchanges/s.
+        let steady = second(2_000_000, 20_000, 20_000, 0);
+        let (trace, decisions) = replay(64, &[steady; 100]);
+        assert!(decisions.is_empty(), "{decisions:?}");
+        assert!(trace.iter().all(|&c| c == 64));
+    }
+
+    #[test]
+    fn little_work_gives_no_signal() {
+        // Slow paths galore, but only 500 operations a second.
+        let trickle = second(500, 400, 100, 300);
+        let (trace, _) = replay(32, &[trickle; 10]);
+        assert!(trace.iter().all(|&c| c == 32));
+    }
+
+    #[test]
+    fn quiet_and_idle_caches_come_back_down_to_the_default_and_no_lower() {
+        let quiet = second(5_000_000, 1_000, 1_000, 0);
+        let mut samples = vec![quiet; 200];
+        samples.extend([second(0, 0, 0, 0); 200]);
+        let (trace, decisions) = replay(227, &samples);
+        assert_eq!(*trace.last().unwrap(), BOUNDS.min);
+        assert!(trace.iter().all(|&c| c >= BOUNDS.min));
+        assert_eq!(decisions[0].reason, Reason::Quiet);
+        assert!(trace[..LOWER_QUIET_TICKS as usize - 1]
+            .iter()
+            .all(|&c| c == 227));
+    }
+
+    #[test]
+    fn oscillation_is_damped() {
+        // A load that flips between bursty and quiet phases.
+        let bursty = second(1_000_000, 50_000, 40_000, 10_000);
+        let quiet = second(5_000_000, 1_000, 1_000, 0);
+        let mut samples = Vec::new();
+        for _ in 0..6 {
+            samples.extend([bursty; 5]);
+            samples.extend([quiet; 35]);
+        }
+        let (_, decisions) = replay(32, &samples);
+        let reversals = decisions
+            .windows(2)
+            .filter(|pair| (pair[0].to > pair[0].from) != (pair[1].to > pair[1].from))
+            .count();
+        // Undamped, every phase would change the capacity twice (12
+        // reversals); the growing cooldown lets fewer through.
+        assert!(reversals <= 6, "{reversals} reversals: {decisions:?}");
+        assert!(!decisions.is_empty());
+    }
+
+    #[test]
+    fn decisions_survive_packing() {
+        let decision = Decision {
+            from: 32,
+            to: 64,
+            reason: Reason::BarnMisses,
+            signal: 333,
+        };
+        assert_eq!(Decision::unpack(decision.pack()), decision);
+        let big = Decision {
+            from: 256,
+            to: 128,
+            reason: Reason::ExchangeRate,
+            signal: 4_000_000,
+        };
+        assert_eq!(Decision::unpack(big.pack()), big);
+    }
+}
