@@ -139,7 +139,8 @@ fn init_once() -> bool {
 pub(super) fn exit_key() -> Option<os::ThreadExitKey> {
     match EXIT_KEY.load(Ordering::Acquire) {
         0 => None,
-        raw => os::ThreadExitKey::from_raw((raw - 1) as u32),
+        // Cannot wrap: `raw != 0` (the arm above).
+        raw => os::ThreadExitKey::from_raw(raw.wrapping_sub(1) as u32),
     }
 }
 
