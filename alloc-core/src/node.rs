@@ -44,7 +44,9 @@ impl NodeId {
     }
 
     /// This node's entry of a per-node table. Never out of bounds, and no
-    /// bounds check.
+    /// bounds check. (The per-node tables live in layers that loom builds
+    /// leave out.)
+    #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn entry<T>(self, table: &[T; MAX_NODES]) -> &T {
         // SAFETY: `get_unchecked` needs an in-bounds index: `self.index() <
