@@ -101,15 +101,17 @@ pub(crate) fn init(node_count: usize) -> bool {
     let meta_entry = core::mem::size_of::<SlabMeta>();
     for shift in NODE_SPAN_SHIFTS {
         let span = 1usize << shift;
-        let Some(total) = span.checked_mul(node_count) else {
+        let chunks = span >> CHUNK_SHIFT;
+        let (Some(total), Some(meta_bytes)) =
+            (span.checked_mul(node_count), chunks.checked_mul(meta_entry))
+        else {
             continue;
         };
         let Some(base) = os::reserve(total, span) else {
             continue;
         };
-        let chunks = span >> CHUNK_SHIFT;
         for arena in NODE_ARENAS.iter().take(node_count) {
-            let Some(meta) = os::reserve(chunks * meta_entry, os::page_size()) else {
+            let Some(meta) = os::reserve(meta_bytes, os::page_size()) else {
                 return false;
             };
             arena.meta.store(meta.as_ptr() as usize, Ordering::Relaxed);
@@ -148,7 +150,11 @@ pub fn node_span() -> usize {
 /// Start of `node`'s region.
 #[inline(always)]
 pub fn node_base(node: NodeId) -> usize {
-    base() + node.index() * node_span()
+    // Cannot wrap: `node.index() < MAX_NODES` (16) and a span is at most
+    // 2^36 bytes, and the base is a user-space address; within the arena
+    // (`node.index() < node_count()`) the sum is an address the arena's
+    // reservation covers.
+    base().wrapping_add(node.index().wrapping_mul(node_span()))
 }
 
 /// Home node of an arena address, or `None` if the address is outside the
@@ -157,10 +163,10 @@ pub fn node_base(node: NodeId) -> usize {
 pub fn home_node(ptr: usize) -> Option<NodeId> {
     let base = base();
     let span = node_span();
-    if span == 0 || ptr < base {
+    if span == 0 {
         return None;
     }
-    let index = (ptr - base) >> NODE_SHIFT.load(Ordering::Relaxed);
+    let index = ptr.checked_sub(base)? >> NODE_SHIFT.load(Ordering::Relaxed);
     if index < crate::node::node_count() {
         NodeId::new(index)
     } else {
@@ -168,16 +174,26 @@ pub fn home_node(ptr: usize) -> Option<NodeId> {
     }
 }
 
-/// Chunk index of `ptr` within `node`'s region.
+/// Chunk index of `ptr` within `node`'s region; `ptr` must lie in that
+/// region (`home_node(ptr) == Some(node)`).
 #[inline]
 pub(crate) fn chunk_index(node: NodeId, ptr: usize) -> u32 {
-    ((ptr - node_base(node)) >> CHUNK_SHIFT) as u32
+    // Cannot wrap: `ptr` lies in `node`'s region, at or above its base.
+    (ptr.wrapping_sub(node_base(node)) >> CHUNK_SHIFT) as u32
 }
 
-/// Address of chunk `index` of `node`.
+/// Address of chunk `index` of `node`; `index` must be below the node's
+/// chunk limit.
 #[inline]
 pub(crate) fn chunk_address(node: NodeId, index: u32) -> usize {
-    node_base(node) + ((index as usize) << CHUNK_SHIFT)
+    // Cannot wrap: a chunk below the limit lies inside `node`'s region.
+    node_base(node).wrapping_add((index as usize) << CHUNK_SHIFT)
+}
+
+/// `node`'s arena.
+#[inline(always)]
+fn node_arena(node: NodeId) -> &'static NodeArena {
+    node.entry(&NODE_ARENAS)
 }
 
 /// The metadata entry of chunk `index` of `node`.
@@ -187,14 +203,13 @@ pub(crate) fn chunk_address(node: NodeId, index: u32) -> usize {
 /// `SlabMeta`).
 #[inline]
 pub(crate) fn meta(node: NodeId, index: u32) -> *mut SlabMeta {
-    let table = NODE_ARENAS[node.index()].meta.load(Ordering::Relaxed) as *mut SlabMeta;
+    let table = node_arena(node).meta.load(Ordering::Relaxed) as *mut SlabMeta;
     table.wrapping_add(index as usize)
 }
 
 /// Takes a run of `2^order` chunks from `node`; its pages read as zero.
 pub(crate) fn take_run(node: NodeId, order: usize) -> Option<u32> {
-    let arena = &NODE_ARENAS[node.index()];
-    let mut inner = arena.inner.lock();
+    let mut inner = node_arena(node).inner.lock();
     if let Some(run) = pop_free(node, &mut inner, order) {
         return Some(run);
     }
@@ -202,12 +217,14 @@ pub(crate) fn take_run(node: NodeId, order: usize) -> Option<u32> {
         return Some(run);
     }
     // Split the smallest larger free run.
-    for larger in order + 1..ORDERS {
+    for larger in order.saturating_add(1)..ORDERS {
         if let Some(run) = pop_free(node, &mut inner, larger) {
-            let mut upper = larger;
-            while upper > order {
-                upper -= 1;
-                push_free(node, &mut inner, run + (1 << upper), upper);
+            // Keep the first `2^order` chunks; the upper halves, largest
+            // first, go back to the free lists.
+            for upper in (order..larger).rev() {
+                // Cannot wrap: the upper half lies inside the run of order
+                // `larger`, below the chunk limit (at most 2^20).
+                push_free(node, &mut inner, run.wrapping_add(1 << upper), upper);
             }
             return Some(run);
         }
@@ -218,12 +235,13 @@ pub(crate) fn take_run(node: NodeId, order: usize) -> Option<u32> {
 /// Gives back a run whose pages were already returned to the OS (or never
 /// touched).
 pub(crate) fn give_run(node: NodeId, run: u32, order: usize) {
-    let mut inner = NODE_ARENAS[node.index()].inner.lock();
+    let mut inner = node_arena(node).inner.lock();
     push_free(node, &mut inner, run, order);
 }
 
 fn pop_free(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
-    let run = inner.free_runs[order];
+    let (head, count) = free_list(inner, order)?;
+    let run = *head;
     if run == NIL {
         return None;
     }
@@ -231,33 +249,53 @@ fn pop_free(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
     // metadata entry is committed; free runs' entries are guarded by the
     // arena lock, which `inner` proves we hold.
     let entry = unsafe { &mut *meta(node, run) };
-    inner.free_runs[order] = entry.next;
-    inner.free_run_count[order] -= 1;
+    *head = entry.next;
+    // Cannot wrap: the count is the length of the list, which held `run`.
+    *count = count.wrapping_sub(1);
     entry.next = NIL;
     Some(run)
 }
 
 fn push_free(node: NodeId, inner: &mut ArenaInner, run: u32, order: usize) {
+    let Some((head, count)) = free_list(inner, order) else {
+        crate::invariant!(false, "run order above MAX_SLAB_ORDER");
+        return;
+    };
     // SAFETY: as in `pop_free`: the run lies below the bump pointer and the
     // arena lock is held.
     let entry = unsafe { &mut *meta(node, run) };
     entry.reset_released(order as u8);
-    entry.next = inner.free_runs[order];
-    inner.free_runs[order] = run;
-    inner.free_run_count[order] += 1;
+    entry.next = *head;
+    *head = run;
+    // Cannot wrap: the list holds distinct runs of a region of at most
+    // 2^20 chunks.
+    *count = count.wrapping_add(1);
+}
+
+/// The head and length of the free list of `order` (`None` above
+/// `MAX_SLAB_ORDER`).
+fn free_list(inner: &mut ArenaInner, order: usize) -> Option<(&mut u32, &mut u32)> {
+    Some((
+        inner.free_runs.get_mut(order)?,
+        inner.free_run_count.get_mut(order)?,
+    ))
 }
 
 fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
-    let run_chunks = 1u32 << order;
+    let run_chunks = 1u32.checked_shl(order as u32)?;
     let start = inner.bump;
-    let aligned = (start + run_chunks - 1) & !(run_chunks - 1);
+    // `run_chunks` is a power of two, so `mask` cannot wrap.
+    let mask = run_chunks.wrapping_sub(1);
+    let aligned = start.checked_add(mask)? & !mask;
     let end = aligned.checked_add(run_chunks)?;
     if end > inner.chunk_limit {
         return None;
     }
+    // Cannot wrap: `start <= aligned < end`.
+    let chunks = end.wrapping_sub(start);
     // Commit the address space and the metadata entries for [start, end).
     let region = NonNull::new(chunk_address(node, start) as *mut u8)?;
-    if !os::commit(region, ((end - start) as usize) << CHUNK_SHIFT) {
+    if !os::commit(region, (chunks as usize) << CHUNK_SHIFT) {
         return None;
     }
     if !commit_meta(node, inner, end) {
@@ -272,7 +310,7 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
     // would pin every early slab to one node for good.
     let mode = crate::topology::bind_mode();
     if mode != os::NumaBindMode::Off && crate::topology::is_discovered() {
-        let bytes = ((end - start) as usize) << CHUNK_SHIFT;
+        let bytes = (chunks as usize) << CHUNK_SHIFT;
         if !os::bind_to_node(region, bytes, crate::topology::os_node(node), mode) {
             BIND_FAILURES.fetch_add(1, Ordering::Relaxed);
             if mode == os::NumaBindMode::Strict {
@@ -281,34 +319,55 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
         }
     }
     inner.bump = end;
-    NODE_ARENAS[node.index()].bump.store(end, Ordering::Release);
-    // Hand the alignment gap to the free lists as aligned runs.
+    node_arena(node).bump.store(end, Ordering::Release);
+    // Hand the alignment gap to the free lists as aligned runs: at each
+    // position the largest run that is aligned there and fits before
+    // `aligned` (order 0, one chunk, always does).
     let mut gap = start;
     while gap < aligned {
-        let mut order = (gap.trailing_zeros() as usize).min(MAX_SLAB_ORDER);
-        while gap + (1 << order) > aligned {
-            order -= 1;
-        }
+        // Cannot wrap: `gap < aligned`.
+        let room = aligned.wrapping_sub(gap);
+        let largest = (gap.trailing_zeros() as usize).min(MAX_SLAB_ORDER);
+        let order = (0..=largest)
+            .rev()
+            .find(|&order| (1u32 << order) <= room)
+            .unwrap_or(0);
         push_free(node, inner, gap, order);
-        gap += 1 << order;
+        // Cannot wrap: `gap + 2^order <= aligned`.
+        gap = gap.wrapping_add(1 << order);
     }
     Some(aligned)
 }
 
 fn commit_meta(node: NodeId, inner: &mut ArenaInner, chunks: u32) -> bool {
-    let needed = chunks as usize * core::mem::size_of::<SlabMeta>();
+    let entry = core::mem::size_of::<SlabMeta>();
+    let Some(needed) = (chunks as usize).checked_mul(entry) else {
+        return false;
+    };
     if needed <= inner.meta_committed_bytes {
         return true;
     }
     let step = 64 * 1024;
-    let target = needed.div_ceil(step) * step;
-    let table = NODE_ARENAS[node.index()].meta.load(Ordering::Relaxed);
-    let limit = inner.chunk_limit as usize * core::mem::size_of::<SlabMeta>();
-    let target = target.min(limit.div_ceil(os::page_size()) * os::page_size());
-    let Some(start) = NonNull::new((table + inner.meta_committed_bytes) as *mut u8) else {
+    let table = node_arena(node).meta.load(Ordering::Relaxed);
+    let (Some(target), Some(limit)) = (
+        needed.checked_next_multiple_of(step),
+        (inner.chunk_limit as usize)
+            .checked_mul(entry)
+            .and_then(|limit| limit.checked_next_multiple_of(os::page_size())),
+    ) else {
         return false;
     };
-    if !os::commit(start, target - inner.meta_committed_bytes) {
+    let target = target.min(limit);
+    let (Some(start), Some(bytes)) = (
+        table.checked_add(inner.meta_committed_bytes),
+        target.checked_sub(inner.meta_committed_bytes),
+    ) else {
+        return false;
+    };
+    let Some(start) = NonNull::new(start as *mut u8) else {
+        return false;
+    };
+    if !os::commit(start, bytes) {
         return false;
     }
     inner.meta_committed_bytes = target;
@@ -349,14 +408,18 @@ pub(crate) unsafe fn unlock_all_after_fork() {
 
 /// Chunks below `node`'s bump pointer (every chunk that ever held a slab).
 pub fn bump_chunks(node: NodeId) -> u32 {
-    NODE_ARENAS[node.index()].bump.load(Ordering::Acquire)
+    node_arena(node).bump.load(Ordering::Acquire)
 }
 
 /// Chunks carved from `node`'s region so far, and chunks sitting in free runs.
 pub fn usage(node: NodeId) -> (u64, u64) {
-    let inner = NODE_ARENAS[node.index()].inner.lock();
-    let free: u64 = (0..ORDERS)
-        .map(|o| u64::from(inner.free_run_count[o]) << o)
-        .sum();
+    let inner = node_arena(node).inner.lock();
+    let free = inner
+        .free_run_count
+        .iter()
+        .enumerate()
+        .fold(0u64, |free, (order, &count)| {
+            free.saturating_add(u64::from(count) << order)
+        });
     (u64::from(inner.bump), free)
 }

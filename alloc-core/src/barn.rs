@@ -62,7 +62,8 @@ impl Barn {
         let sheaf = NonNull::new(self.full)?;
         // SAFETY: the barn owns every sheaf on its stacks (invariant).
         self.full = unsafe { sheaf.as_ref().next };
-        self.full_count -= 1;
+        // Cannot wrap: `full_count` counts the stack, which held `sheaf`.
+        self.full_count = self.full_count.wrapping_sub(1);
         Some(sheaf)
     }
 
@@ -83,7 +84,8 @@ impl Barn {
         // SAFETY: duty 1: we own the sheaf now.
         unsafe { (*sheaf.as_ptr()).next = self.full };
         self.full = sheaf.as_ptr();
-        self.full_count += 1;
+        // Cannot wrap: below `BARN_FULL_MAX` (checked above).
+        self.full_count = self.full_count.wrapping_add(1);
         Ok(())
     }
 
@@ -92,7 +94,8 @@ impl Barn {
         let sheaf = NonNull::new(self.empty)?;
         // SAFETY: the barn owns every sheaf on its stacks (invariant).
         self.empty = unsafe { sheaf.as_ref().next };
-        self.empty_count -= 1;
+        // Cannot wrap: `empty_count` counts the stack, which held `sheaf`.
+        self.empty_count = self.empty_count.wrapping_sub(1);
         Some(sheaf)
     }
 
@@ -110,18 +113,19 @@ impl Barn {
         // SAFETY: duty 1: we own the sheaf now.
         unsafe { (*sheaf.as_ptr()).next = self.empty };
         self.empty = sheaf.as_ptr();
-        self.empty_count += 1;
+        // Cannot wrap: below `BARN_EMPTY_MAX` (checked above).
+        self.empty_count = self.empty_count.wrapping_add(1);
         Ok(())
     }
 
     /// Objects held in the full sheaves.
     pub fn objects_held(&self) -> u64 {
-        let mut total = 0;
+        let mut total = 0u64;
         let mut cursor = self.full;
         while !cursor.is_null() {
             // SAFETY: the barn owns the sheaves it links (invariant).
             unsafe {
-                total += u64::from((*cursor).len);
+                total = total.saturating_add(u64::from((*cursor).len));
                 cursor = (*cursor).next;
             }
         }
@@ -132,24 +136,24 @@ impl Barn {
     pub fn check_invariants(&self) {
         crate::invariant!(self.full_count <= BARN_FULL_MAX, "barn above full limit");
         crate::invariant!(self.empty_count <= BARN_EMPTY_MAX, "barn above empty limit");
-        let mut count = 0;
+        let mut count = 0u32;
         let mut cursor = self.full;
         while !cursor.is_null() {
             // SAFETY: the barn owns the sheaves it links (invariant).
             let sheaf = unsafe { &*cursor };
             crate::invariant!(sheaf.len > 0, "empty sheaf on the full stack");
             sheaf.check_invariants();
-            count += 1;
+            count = count.saturating_add(1);
             cursor = sheaf.next;
         }
         crate::invariant!(count == self.full_count, "full stack count mismatch");
-        let mut count = 0;
+        let mut count = 0u32;
         let mut cursor = self.empty;
         while !cursor.is_null() {
             // SAFETY: as above.
             let sheaf = unsafe { &*cursor };
             crate::invariant!(sheaf.len == 0, "sheaf with objects on the empty stack");
-            count += 1;
+            count = count.saturating_add(1);
             cursor = sheaf.next;
         }
         crate::invariant!(count == self.empty_count, "empty stack count mismatch");

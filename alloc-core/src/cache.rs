@@ -142,7 +142,9 @@ pub const SHEAF_BYTES_MAX: usize = 512 * 1024;
 /// The largest capacity `class` accepts: `SHEAF_BYTES_MAX` worth of its
 /// objects, within `1..=SHEAF_CAPACITY_MAX`.
 pub fn max_sheaf_capacity(class: SizeClass) -> u32 {
-    let by_bytes = SHEAF_BYTES_MAX / class.object_size();
+    let by_bytes = SHEAF_BYTES_MAX
+        .checked_div(class.object_size())
+        .unwrap_or(0);
     if by_bytes == 0 {
         1
     } else if by_bytes >= SHEAF_CAPACITY_MAX as usize {
@@ -395,7 +397,7 @@ pub fn maybe_decay() {
         || NEXT_DECAY_MS
             .compare_exchange(
                 due,
-                now + EMPTY_DECAY_MS,
+                now.saturating_add(EMPTY_DECAY_MS),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             )

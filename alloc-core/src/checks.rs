@@ -32,14 +32,17 @@ static TAGS: [AtomicUsize; MAX_NODES] = [const { AtomicUsize::new(0) }; MAX_NODE
 
 /// Reserves the bitmap and tag table of a node (at arena initialisation).
 pub(crate) fn reserve(node: usize, span: usize) -> bool {
+    let (Some(bitmap_slot), Some(tags_slot)) = (BITMAPS.get(node), TAGS.get(node)) else {
+        return false;
+    };
     let Some(bitmap) = os::reserve(span / 64, os::page_size()) else {
         return false;
     };
     let Some(tags) = os::reserve(span >> CHUNK_SHIFT, os::page_size()) else {
         return false;
     };
-    BITMAPS[node].store(bitmap.as_ptr() as usize, Ordering::Relaxed);
-    TAGS[node].store(tags.as_ptr() as usize, Ordering::Relaxed);
+    bitmap_slot.store(bitmap.as_ptr() as usize, Ordering::Relaxed);
+    tags_slot.store(tags.as_ptr() as usize, Ordering::Relaxed);
     true
 }
 
@@ -47,22 +50,31 @@ pub(crate) fn reserve(node: usize, span: usize) -> bool {
 pub(crate) fn commit(node: NodeId, start: u32, end: u32) -> bool {
     let page = os::page_size();
     let commit_range = |base: usize, from: usize, to: usize| {
-        let from = from & !(page - 1);
-        let to = to.div_ceil(page) * page;
-        core::ptr::NonNull::new((base + from) as *mut u8).is_some_and(|p| os::commit(p, to - from))
+        // The page size is a power of two: the mask cannot wrap.
+        let from = from & !page.wrapping_sub(1);
+        let (Some(to), Some(start)) = (to.checked_next_multiple_of(page), base.checked_add(from))
+        else {
+            return false;
+        };
+        let Some(bytes) = to.checked_sub(from) else {
+            return false;
+        };
+        core::ptr::NonNull::new(start as *mut u8).is_some_and(|p| os::commit(p, bytes))
     };
-    let chunk_bits_bytes = (1usize << CHUNK_SHIFT) / 64;
-    let bitmap = BITMAPS[node.index()].load(Ordering::Relaxed);
-    let tags = TAGS[node.index()].load(Ordering::Relaxed);
+    const CHUNK_BITS_BYTES: usize = (1usize << CHUNK_SHIFT) / 64;
+    let bitmap = node.entry(&BITMAPS).load(Ordering::Relaxed);
+    let tags = node.entry(&TAGS).load(Ordering::Relaxed);
+    // Cannot wrap: chunk indices are below the node's chunk limit (at most
+    // 2^20), so the byte offsets are below 2^30.
     commit_range(
         bitmap,
-        start as usize * chunk_bits_bytes,
-        end as usize * chunk_bits_bytes,
+        (start as usize).wrapping_mul(CHUNK_BITS_BYTES),
+        (end as usize).wrapping_mul(CHUNK_BITS_BYTES),
     ) && commit_range(tags, start as usize, end as usize)
 }
 
 fn tag(node: NodeId, chunk: u32) -> &'static AtomicU8 {
-    let tags = TAGS[node.index()].load(Ordering::Relaxed) as *const AtomicU8;
+    let tags = node.entry(&TAGS).load(Ordering::Relaxed) as *const AtomicU8;
     // SAFETY: the tag table covers every chunk of the node's region and is
     // committed for every chunk below the bump pointer (`commit`), which any
     // chunk holding a slab is; AtomicU8 has the layout of u8.
@@ -71,23 +83,28 @@ fn tag(node: NodeId, chunk: u32) -> &'static AtomicU8 {
 
 /// Marks the chunks of a new slab as owned by `class` (or 0 = no class).
 pub(crate) fn tag_run(node: NodeId, first_chunk: u32, class: Option<SizeClass>) {
-    let value = class.map_or(0, |c| c.index() as u8 + 1);
+    // Cannot wrap: a class index is below `NUM_CLASSES` (97), and the run's
+    // chunks lie below the node's chunk limit (at most 2^20).
+    let value = class.map_or(0, |c| (c.index() as u8).wrapping_add(1));
     let chunks = class.map_or(1, |c| 1u32 << slab_order(c));
-    for chunk in first_chunk..first_chunk + chunks {
+    for chunk in first_chunk..first_chunk.wrapping_add(chunks) {
         tag(node, chunk).store(value, Ordering::Release);
     }
 }
 
 /// Clears the tags of a slab of `class` that goes back to the arena.
 pub(crate) fn untag_run(node: NodeId, first_chunk: u32, class: SizeClass) {
-    for chunk in first_chunk..first_chunk + (1u32 << slab_order(class)) {
+    // Cannot wrap: the run's chunks lie below the node's chunk limit.
+    for chunk in first_chunk..first_chunk.wrapping_add(1u32 << slab_order(class)) {
         tag(node, chunk).store(0, Ordering::Release);
     }
 }
 
 fn bit(node: NodeId, ptr: usize) -> (&'static AtomicU64, u64) {
-    let granule = (ptr - arena::node_base(node)) >> 3;
-    let words = BITMAPS[node.index()].load(Ordering::Relaxed) as *const AtomicU64;
+    // Cannot wrap: `ptr` lies in `node`'s region (callers found `node` with
+    // `arena::home_node`).
+    let granule = ptr.wrapping_sub(arena::node_base(node)) >> 3;
+    let words = node.entry(&BITMAPS).load(Ordering::Relaxed) as *const AtomicU64;
     // SAFETY: the bitmap covers the node's region (one bit per 8 bytes) and
     // is committed for every chunk that holds a slab.
     (unsafe { &*words.add(granule / 64) }, 1u64 << (granule % 64))
@@ -122,11 +139,15 @@ pub fn on_free(ptr: *mut u8, class: SizeClass) {
     if owner == 0 {
         fail(b"free of a pointer sheafalloc never handed out", ptr, class);
     }
-    if usize::from(owner - 1) != class.index() {
+    // Cannot wrap: `owner != 0` (checked above).
+    if usize::from(owner.wrapping_sub(1)) != class.index() {
         fail(b"dealloc with the layout of another cache", ptr, class);
     }
-    let slab_base = ptr as usize & !(crate::slab::slab_bytes(class) - 1);
-    if (ptr as usize - slab_base) % class.object_size() != 0 {
+    // Cannot wrap: a slab is at least one chunk, and the slab starts at or
+    // below `ptr`.
+    let slab_base = ptr as usize & !crate::slab::slab_bytes(class).wrapping_sub(1);
+    let offset = (ptr as usize).wrapping_sub(slab_base);
+    if offset.checked_rem(class.object_size()) != Some(0) {
         fail(b"free of an interior pointer", ptr, class);
     }
     let (word, mask) = bit(node, ptr as usize);
@@ -157,25 +178,32 @@ pub fn on_free_large(ptr: *mut u8, size: usize) {
 fn fail(what: &[u8], ptr: *mut u8, class: SizeClass) -> ! {
     let mut line = [0u8; 200];
     let mut len = 0;
+    // Appends what fits; the rest of a long line is cut off.
     let mut put = |bytes: &[u8]| {
-        let n = bytes.len().min(line.len() - len);
-        line[len..len + n].copy_from_slice(&bytes[..n]);
-        len += n;
+        for &byte in bytes {
+            let Some(slot) = line.get_mut(len) else {
+                return;
+            };
+            *slot = byte;
+            // Cannot wrap: `len < line.len()` (a slot was found).
+            len = len.wrapping_add(1);
+        }
     };
     put(b"sheafalloc: ");
     put(what);
     put(b": pointer 0x");
-    let addr = ptr as usize;
+    // Hex digits from the right, one nibble each.
+    let mut rest = ptr as usize;
     let mut digits = [0u8; 16];
-    for (i, digit) in digits.iter_mut().enumerate() {
-        let nibble = (addr >> ((15 - i) * 4)) & 0xF;
-        *digit = b"0123456789abcdef"[nibble];
+    for digit in digits.iter_mut().rev() {
+        *digit = b"0123456789abcdef".get(rest & 0xF).copied().unwrap_or(b'?');
+        rest >>= 4;
     }
     let first = digits.iter().position(|d| *d != b'0').unwrap_or(15);
-    put(&digits[first..]);
+    put(digits.get(first..).unwrap_or(&digits));
     put(b" (cache ");
     put(class.name().as_str().as_bytes());
     put(b")\n");
-    os::write_stderr(&line[..len]);
+    os::write_stderr(line.get(..len).unwrap_or(&line));
     os::abort()
 }

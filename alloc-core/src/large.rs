@@ -43,8 +43,7 @@ pub static LARGE: LargeCounters = LargeCounters {
 /// Bytes a direct mapping of `size` occupies, or `None` on overflow.
 #[inline]
 pub fn mapped_bytes(size: usize) -> Option<usize> {
-    let page = os::page_size();
-    Some(size.max(1).checked_add(page - 1)? & !(page - 1))
+    size.max(1).checked_next_multiple_of(os::page_size())
 }
 
 /// Maps a block for `size` bytes aligned to `align`; null on failure.

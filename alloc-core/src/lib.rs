@@ -43,6 +43,26 @@
 #![cfg_attr(not(test), no_std)]
 #![warn(missing_docs)]
 #![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+// No panic can start inside the allocator, in release or debug builds: no
+// indexing, slicing or arithmetic that can panic (debug builds check
+// overflow), no `unwrap`/`expect`/`panic!`/`unreachable!`. Use `get`,
+// `checked_*`, `saturating_*`, or `wrapping_*` with a comment naming the
+// invariant that rules overflow out; a broken invariant stops the process
+// through `invariant!`. Tests may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::panic,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::panic_in_result_fn
+    )
+)]
 
 /// Checks a condition on a path where panicking is not allowed: on failure
 /// it writes the message to stderr without allocating and aborts.

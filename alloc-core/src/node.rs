@@ -38,7 +38,22 @@ impl NodeId {
 
     /// Every node in use, lowest first.
     pub fn all() -> impl Iterator<Item = NodeId> {
-        (0..node_count()).map(|i| NodeId(i as u16))
+        // `node_count() <= MAX_NODES` already; the `min` makes the type
+        // invariant local to this line.
+        (0..node_count().min(MAX_NODES)).map(|i| NodeId(i as u16))
+    }
+
+    /// This node's entry of a per-node table. Never out of bounds, and no
+    /// bounds check. (The per-node tables live in layers that loom builds
+    /// leave out.)
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn entry<T>(self, table: &[T; MAX_NODES]) -> &T {
+        // SAFETY: `get_unchecked` needs an in-bounds index: `self.index() <
+        // MAX_NODES` (NodeId invariant, kept by every constructor above:
+        // `new` checks it, `ZERO` is 0, `all` stops below `MAX_NODES`), and
+        // the table has `MAX_NODES` entries.
+        unsafe { table.get_unchecked(self.index()) }
     }
 }
 
@@ -76,8 +91,12 @@ pub(crate) fn discover_node_count() -> usize {
 fn online_nodes_from_sys() -> Option<usize> {
     let mut buf = [0u8; 256];
     let len = crate::os::read_small_file(c"/sys/devices/system/node/online", &mut buf)?;
-    let last_range = buf[..len].trim_ascii().split(|b| *b == b',').next_back()?;
+    let last_range = buf
+        .get(..len)?
+        .trim_ascii()
+        .split(|b| *b == b',')
+        .next_back()?;
     let last = last_range.split(|b| *b == b'-').next_back()?;
     let highest = crate::os::parse_decimal(last)? as usize;
-    Some((highest + 1).min(MAX_NODES))
+    Some(highest.saturating_add(1).min(MAX_NODES))
 }

@@ -106,7 +106,8 @@ impl Sheaf {
             return false;
         };
         *slot = object;
-        self.len += 1;
+        // Cannot wrap: `len < capacity` (checked above).
+        self.len = self.len.wrapping_add(1);
         true
     }
 
@@ -126,10 +127,14 @@ impl Sheaf {
             "sheaf capacity above maximum"
         );
         #[cfg(debug_assertions)]
-        for (i, a) in self.held().iter().enumerate() {
-            crate::invariant!(!a.is_null(), "null object in sheaf");
-            for b in self.held().get(i + 1..).unwrap_or(&[]) {
-                crate::invariant!(a != b, "object twice in one sheaf");
+        {
+            let mut rest = self.held();
+            while let Some((a, later)) = rest.split_first() {
+                crate::invariant!(!a.is_null(), "null object in sheaf");
+                for b in later {
+                    crate::invariant!(a != b, "object twice in one sheaf");
+                }
+                rest = later;
             }
         }
     }

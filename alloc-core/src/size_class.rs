@@ -45,6 +45,10 @@ pub const FAST_ALIGN_MAX: usize = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SizeClass(u8);
 
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "evaluated at compile time (the `CLASS_SIZES` table): an overflow is a build error"
+)]
 const fn class_size_of(index: usize) -> usize {
     if index == 0 {
         8
@@ -58,6 +62,11 @@ const fn class_size_of(index: usize) -> usize {
     }
 }
 
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    reason = "evaluated at compile time (the `CLASS_SIZES` table): an overflow or a bad index is a build error"
+)]
 const fn build_sizes() -> [u32; NUM_CLASSES] {
     let mut sizes = [0u32; NUM_CLASSES];
     let mut i = 0;
@@ -72,13 +81,24 @@ const fn build_sizes() -> [u32; NUM_CLASSES] {
 static CLASS_SIZES: [u32; NUM_CLASSES] = build_sizes();
 
 /// Computes the class of a size above 128 bytes (pure arithmetic).
+///
+/// `size > 128` (callers' duty). The operations wrap, and cannot overflow
+/// for such a size: `size - 1 >= 128`, so its highest set bit `k` is in
+/// `7..usize::BITS` (`leading_zeros <= BITS - 8`); `(size - 1) >> (k - 3)`
+/// is in `8..16`, so `step` is in `1..=8`; the index is below
+/// `9 + (BITS - 7) * 8`. (A size of at most `MAX_CLASS_SIZE` gives an index
+/// below `NUM_CLASSES`; callers check that bound.)
 #[inline(always)]
 const fn class_index_above_128(size: usize) -> usize {
     // size - 1 lies in [2^k, 2^(k+1)); the step within the interval is
     // ((size - 1) >> (k - 3)) - 7, in 1..=8.
-    let k = (usize::BITS - 1 - (size - 1).leading_zeros()) as usize;
-    let step = ((size - 1) >> (k - 3)) - 7;
-    9 + (k - 7) * 8 + (step - 1)
+    let below = size.wrapping_sub(1);
+    let k = (usize::BITS - 1).wrapping_sub(below.leading_zeros()) as usize;
+    let step = (below >> k.wrapping_sub(3)).wrapping_sub(7);
+    k.wrapping_sub(7)
+        .wrapping_mul(8)
+        .wrapping_add(9)
+        .wrapping_add(step.wrapping_sub(1))
 }
 
 const fn class_index_of_size(size: usize) -> usize {
@@ -93,6 +113,11 @@ const fn class_index_of_size(size: usize) -> usize {
 
 const LOOKUP_LEN: usize = SMALL_LOOKUP_MAX / 8 + 1;
 
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    reason = "evaluated at compile time (the `SMALL_LOOKUP` table): an overflow or a bad index is a build error"
+)]
 const fn build_lookup() -> [u8; LOOKUP_LEN] {
     let mut table = [0u8; LOOKUP_LEN];
     let mut i = 0;
@@ -132,7 +157,9 @@ impl SizeClass {
     /// Object (slot) size in bytes.
     #[inline(always)]
     pub fn object_size(self) -> usize {
-        CLASS_SIZES[self.index()] as usize
+        // SAFETY: `get_unchecked` needs an in-bounds index: `self.index() <
+        // NUM_CLASSES` (SizeClass invariant), the table's length.
+        (unsafe { *CLASS_SIZES.get_unchecked(self.index()) }) as usize
     }
 
     /// HOT PATH: the class for a layout with `size <= SMALL_LOOKUP_MAX` and
@@ -144,7 +171,12 @@ impl SizeClass {
         // the 16-byte class; it folds away when the alignment is a constant.
         let size = size.max(align);
         if size <= SMALL_LOOKUP_MAX && align <= FAST_ALIGN_MAX {
-            Some(SizeClass(SMALL_LOOKUP[(size + 7) >> 3]))
+            // `size <= SMALL_LOOKUP_MAX` (checked just above): the sum cannot
+            // wrap, and the index is at most `SMALL_LOOKUP_MAX / 8`, below
+            // `LOOKUP_LEN`, so `get` never fails and its check folds away.
+            SMALL_LOOKUP
+                .get(size.wrapping_add(7) >> 3)
+                .map(|&index| SizeClass(index))
         } else {
             None
         }
@@ -177,14 +209,9 @@ impl SizeClass {
         if size > MAX_CLASS_SIZE {
             return None;
         }
-        let mut index = class_index_of_size(size);
-        while index < NUM_CLASSES {
-            if (CLASS_SIZES[index] as usize) % align == 0 {
-                return Some(SizeClass(index as u8));
-            }
-            index += 1;
-        }
-        None
+        (class_index_of_size(size)..NUM_CLASSES)
+            .map(|index| SizeClass(index as u8))
+            .find(|class| class.object_size().checked_rem(align) == Some(0))
     }
 
     /// Alignment every object of this class has.
@@ -206,26 +233,30 @@ impl SizeClass {
     /// The class's name, `size-<object size>`, like the kernel's kmalloc
     /// caches. Written into a stack buffer: no allocation.
     pub fn name(self) -> ClassName {
-        let mut name = ClassName {
-            bytes: [0; 12],
-            len: 0,
-        };
-        name.bytes[..5].copy_from_slice(b"size-");
+        // The decimal digits, written from the right (a class size has at
+        // most 6 digits; the buffer has room for 7).
         let mut digits = [0u8; 7];
+        let mut first = digits.len();
         let mut n = self.object_size();
-        let mut count = 0;
-        loop {
-            digits[count] = b'0' + (n % 10) as u8;
-            count += 1;
+        for (position, digit) in digits.iter_mut().enumerate().rev() {
+            // `n % 10 < 10`: the sum is an ASCII digit.
+            *digit = b'0'.wrapping_add((n % 10) as u8);
+            first = position;
             n /= 10;
             if n == 0 {
                 break;
             }
         }
-        for i in 0..count {
-            name.bytes[5 + i] = digits[count - 1 - i];
+        let mut name = ClassName {
+            bytes: [0; 12],
+            len: 0,
+        };
+        let text = b"size-".iter().chain(digits.get(first..).unwrap_or(&[]));
+        for (slot, &byte) in name.bytes.iter_mut().zip(text) {
+            *slot = byte;
+            // At most `bytes.len()` (12) bytes are copied.
+            name.len = name.len.wrapping_add(1);
         }
-        name.len = (5 + count) as u8;
         name
     }
 }
@@ -241,7 +272,10 @@ impl ClassName {
     /// The name as text.
     pub fn as_str(&self) -> &str {
         // The bytes are ASCII written by `SizeClass::name`.
-        core::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("size-?")
+        self.bytes
+            .get(..usize::from(self.len))
+            .and_then(|bytes| core::str::from_utf8(bytes).ok())
+            .unwrap_or("size-?")
     }
 }
 

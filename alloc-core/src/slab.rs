@@ -99,12 +99,13 @@ impl SlabMeta {
 /// Slab size and order for a class: the smallest power-of-two run of at
 /// least 64 KiB that holds at least 8 objects.
 pub fn slab_order(class: SizeClass) -> usize {
-    let size = class.object_size();
-    let mut order = 0;
-    while (CHUNK_BYTES << order) / size < 8 && order < arena::MAX_SLAB_ORDER {
-        order += 1;
-    }
-    order
+    // `(CHUNK_BYTES << order) / size >= 8` is `8 * size <= CHUNK_BYTES <<
+    // order`, without a division (the product cannot saturate: class sizes
+    // are at most 256 KiB).
+    let eight_objects = class.object_size().saturating_mul(8);
+    (0..arena::MAX_SLAB_ORDER)
+        .find(|&order| eight_objects <= CHUNK_BYTES << order)
+        .unwrap_or(arena::MAX_SLAB_ORDER)
 }
 
 /// Bytes of one slab of `class`.
@@ -183,7 +184,12 @@ impl SlabList {
                     None => break,
                 }
             };
-            filled += self.take_from(node, class, slab, &mut out[filled..]);
+            let Some(rest) = out.get_mut(filled..) else {
+                break;
+            };
+            // Cannot wrap: `take_from` fills at most `rest.len()`, so
+            // `filled <= out.len()`.
+            filled = filled.wrapping_add(self.take_from(node, class, slab, rest));
         }
         filled
     }
@@ -201,22 +207,32 @@ impl SlabList {
         let meta = unsafe { &mut *arena::meta(node, slab) };
         let base = arena::chunk_address(node, slab);
         let size = class.object_size();
-        let mut taken = 0;
-        while taken < out.len() && !meta.free.is_null() {
-            let object = meta.free;
-            // SAFETY: objects on the free list are free objects of this slab
-            // (SlabMeta invariant) whose first word holds the link.
-            meta.free = unsafe { (*object).next };
-            out[taken] = object.cast();
-            taken += 1;
+        // The free list first (carving never adds to it), then never-used
+        // objects off the slab's start.
+        let mut taken = 0usize;
+        for slot in out.iter_mut() {
+            *slot = if !meta.free.is_null() {
+                let object = meta.free;
+                // SAFETY: objects on the free list are free objects of this
+                // slab (SlabMeta invariant) whose first word holds the link.
+                meta.free = unsafe { (*object).next };
+                object.cast()
+            } else if meta.carved < meta.capacity {
+                // Cannot wrap: `carved < capacity`, so the object lies
+                // inside the slab, and the count stays within `capacity`.
+                let object = base.wrapping_add((meta.carved as usize).wrapping_mul(size));
+                meta.carved = meta.carved.wrapping_add(1);
+                object as *mut u8
+            } else {
+                break;
+            };
+            // Cannot wrap: at most `out.len()`.
+            taken = taken.wrapping_add(1);
         }
-        while taken < out.len() && meta.carved < meta.capacity {
-            out[taken] = (base + meta.carved as usize * size) as *mut u8;
-            meta.carved += 1;
-            taken += 1;
-        }
-        meta.in_use += taken as u32;
-        self.counts.free_objects -= taken as u64;
+        // Cannot wrap: every object taken was free, so `in_use + taken <=
+        // carved <= capacity`, and it was one of the list's `free_objects`.
+        meta.in_use = meta.in_use.wrapping_add(taken as u32);
+        self.counts.free_objects = self.counts.free_objects.wrapping_sub(taken as u64);
         if meta.free.is_null() && meta.carved == meta.capacity {
             self.unlink_partial(node, slab);
             meta.state = SlabState::Full;
@@ -238,7 +254,8 @@ impl SlabList {
         objects: &[*mut u8],
         now_ms: u64,
     ) {
-        let slab_mask = !(slab_bytes(class) - 1);
+        // Cannot wrap: a slab is at least one chunk.
+        let slab_mask = !slab_bytes(class).wrapping_sub(1);
         for &object in objects {
             let slab = arena::chunk_index(node, object as usize & slab_mask);
             // SAFETY: by duty 1 the object came from a slab of this list, so
@@ -249,8 +266,11 @@ impl SlabList {
             // one, so its first word may hold the free-list link.
             unsafe { free.write(FreeObject { next: meta.free }) };
             meta.free = free;
-            meta.in_use -= 1;
-            self.counts.free_objects += 1;
+            // Cannot wrap: by duties 1 and 2 the object was out of its
+            // slab, counted in `in_use`, and not among the list's
+            // `free_objects`, which count at most the slabs' capacities.
+            meta.in_use = meta.in_use.wrapping_sub(1);
+            self.counts.free_objects = self.counts.free_objects.wrapping_add(1);
             if meta.state == SlabState::Full {
                 meta.state = SlabState::Partial;
                 self.push_partial(node, slab);
@@ -292,7 +312,9 @@ impl SlabList {
                 break;
             }
         }
-        self.counts.bytes_returned - before
+        // `bytes_returned` is a free-running counter: the wrapping
+        // difference is what this call added.
+        self.counts.bytes_returned.wrapping_sub(before)
     }
 
     /// Returns one empty slab's pages to the OS and its run to the arena.
@@ -303,16 +325,20 @@ impl SlabList {
             return false;
         };
         if !os::return_to_os(start, bytes) {
-            self.counts.return_failures += 1;
+            // A free-running counter.
+            self.counts.return_failures = self.counts.return_failures.wrapping_add(1);
             return false;
         }
         // SAFETY: the slab is on our empty list; lock held.
         let capacity = unsafe { (*arena::meta(node, slab)).capacity };
         self.unlink_empty(node, slab);
-        self.counts.slabs -= 1;
-        self.counts.free_objects -= u64::from(capacity);
-        self.counts.bytes_returned += bytes as u64;
-        self.counts.slabs_returned += 1;
+        // Cannot wrap: the slab is one of `slabs`, and being empty, all its
+        // `capacity` objects are among `free_objects`. The others are
+        // free-running counters.
+        self.counts.slabs = self.counts.slabs.wrapping_sub(1);
+        self.counts.free_objects = self.counts.free_objects.wrapping_sub(u64::from(capacity));
+        self.counts.bytes_returned = self.counts.bytes_returned.wrapping_add(bytes as u64);
+        self.counts.slabs_returned = self.counts.slabs_returned.wrapping_add(1);
         #[cfg(feature = "checks")]
         crate::checks::untag_run(node, slab, class);
         arena::give_run(node, slab, slab_order(class));
@@ -321,6 +347,7 @@ impl SlabList {
 
     fn new_slab(&mut self, node: NodeId, class: SizeClass) -> Option<u32> {
         let order = slab_order(class);
+        let capacity = (CHUNK_BYTES << order).checked_div(class.object_size())? as u32;
         let slab = arena::take_run(node, order)?;
         // SAFETY: `take_run` handed the run to us: no one else references
         // its entry, and from now on our lock guards it.
@@ -328,14 +355,16 @@ impl SlabList {
         meta.free = ptr::null_mut();
         meta.carved = 0;
         meta.in_use = 0;
-        meta.capacity = ((CHUNK_BYTES << order) / class.object_size()) as u32;
+        meta.capacity = capacity;
         meta.class = class.index() as u8;
         meta.order = order as u8;
         meta.state = SlabState::Partial;
         meta.prev = NIL;
         meta.next = NIL;
-        self.counts.slabs += 1;
-        self.counts.free_objects += u64::from(meta.capacity);
+        // Cannot wrap: the counts are bounded by the arena's chunks (at most
+        // 2^20 per node) and their capacities.
+        self.counts.slabs = self.counts.slabs.wrapping_add(1);
+        self.counts.free_objects = self.counts.free_objects.wrapping_add(u64::from(capacity));
         self.push_partial(node, slab);
         #[cfg(feature = "checks")]
         crate::checks::tag_run(node, slab, Some(class));
@@ -388,7 +417,8 @@ impl SlabList {
             }
         }
         self.empty_head = slab;
-        self.counts.empty_slabs += 1;
+        // Cannot wrap: at most the list's slabs.
+        self.counts.empty_slabs = self.counts.empty_slabs.wrapping_add(1);
     }
 
     fn unlink_empty(&mut self, node: NodeId, slab: u32) {
@@ -408,7 +438,9 @@ impl SlabList {
             meta.prev = NIL;
             meta.next = NIL;
         }
-        self.counts.empty_slabs -= 1;
+        // Cannot wrap: the slab was on the empty list, which `empty_slabs`
+        // counts.
+        self.counts.empty_slabs = self.counts.empty_slabs.wrapping_sub(1);
     }
 }
 
@@ -441,15 +473,19 @@ impl SlabList {
                 let mut listed = 0u32;
                 let mut object = meta.free;
                 while !object.is_null() {
-                    listed += 1;
+                    listed = listed.saturating_add(1);
                     crate::invariant!(listed <= meta.carved, "free list longer than carved");
                     // SAFETY: free-list objects are free objects of this slab.
                     object = unsafe { (*object).next };
                 }
-                crate::invariant!(listed == meta.carved - meta.in_use, "free list length");
-                free_objects += u64::from(meta.capacity - meta.in_use);
-                out += u64::from(meta.in_use);
-                count += 1;
+                crate::invariant!(
+                    meta.carved.checked_sub(meta.in_use) == Some(listed),
+                    "free list length"
+                );
+                free_objects = free_objects
+                    .saturating_add(u64::from(meta.capacity.saturating_sub(meta.in_use)));
+                out = out.saturating_add(u64::from(meta.in_use));
+                count = count.saturating_add(1);
                 prev = cursor;
                 cursor = if forward { meta.next } else { NIL };
             }
@@ -470,12 +506,13 @@ impl SlabList {
             "free object count"
         );
         // Full slabs are on no list: all their objects are out.
-        crate::invariant!(
-            partial + empty <= self.counts.slabs,
-            "more listed slabs than held"
-        );
-        let full = self.counts.slabs - partial - empty;
-        out + full * (slab_bytes(class) / class.object_size()) as u64
+        let listed = partial.saturating_add(empty);
+        crate::invariant!(listed <= self.counts.slabs, "more listed slabs than held");
+        let full = self.counts.slabs.saturating_sub(listed);
+        let per_slab = slab_bytes(class)
+            .checked_div(class.object_size())
+            .unwrap_or(0) as u64;
+        out.saturating_add(full.saturating_mul(per_slab))
     }
 }
 

@@ -54,21 +54,22 @@ pub fn cache_stats(class: SizeClass) -> CacheStats {
 /// the thread registry once for all of them: what a scrape of every cache
 /// costs is one pass over the threads, not one per cache.
 pub fn cache_stats_all(out: &mut [CacheStats; NUM_CLASSES]) {
-    for class in SizeClass::all() {
-        out[class.index()] = read_locked_parts(class);
+    // `SizeClass::all()` yields every class in index order, one per entry.
+    for (stats, class) in out.iter_mut().zip(SizeClass::all()) {
+        *stats = read_locked_parts(class);
     }
     runtime::with_threads(|threads| {
-        for class in SizeClass::all() {
-            read_folded(class, &mut out[class.index()]);
+        for (stats, class) in out.iter_mut().zip(SizeClass::all()) {
+            read_folded(class, stats);
         }
         for thread in threads {
-            for class in SizeClass::all() {
-                add_thread(&mut out[class.index()], thread.view(class));
+            for (stats, class) in out.iter_mut().zip(SizeClass::all()) {
+                add_thread(stats, thread.view(class));
             }
         }
     });
-    for class in SizeClass::all() {
-        finish(class, &mut out[class.index()]);
+    for (stats, class) in out.iter_mut().zip(SizeClass::all()) {
+        finish(class, stats);
     }
 }
 
@@ -96,14 +97,20 @@ fn read_locked_parts(class: SizeClass) -> CacheStats {
     counters.read_events(&mut stats);
     for node in NodeId::all() {
         let node_stats = node_stats(node, class);
-        stats.per_node[node.index()] = node_stats;
+        if let Some(entry) = stats.per_node.get_mut(node.index()) {
+            *entry = node_stats;
+        }
         stats.all_nodes.accumulate(&node_stats);
     }
-    for (from, row) in counters.remote_frees.iter().enumerate() {
-        for (to, count) in row.iter().enumerate() {
-            let count = count.load(Relaxed);
-            stats.remote_frees_by_node[from][to] = count;
-            stats.remote_frees += count;
+    for (row, counts) in counters
+        .remote_frees
+        .iter()
+        .zip(stats.remote_frees_by_node.iter_mut())
+    {
+        for (counter, count) in row.iter().zip(counts.iter_mut()) {
+            *count = counter.load(Relaxed);
+            // A free-running counter, summed as the table sums counters.
+            stats.remote_frees = stats.remote_frees.wrapping_add(*count);
         }
     }
     stats
@@ -142,7 +149,9 @@ fn node_stats(node: NodeId, class: SizeClass) -> NodeStats {
 fn add_thread(stats: &mut CacheStats, view: SlotView) {
     stats.allocations = stats.allocations.wrapping_add(view.allocs);
     stats.frees = stats.frees.wrapping_add(view.frees);
-    stats.thread_main_objects += u64::from(view.main_len);
+    stats.thread_main_objects = stats
+        .thread_main_objects
+        .saturating_add(u64::from(view.main_len));
     if view.capacity > 0 {
         stats.sheaf_capacity_in_use_min = stats.sheaf_capacity_in_use_min.min(view.capacity);
         stats.sheaf_capacity_in_use_max = stats.sheaf_capacity_in_use_max.max(view.capacity);
@@ -187,7 +196,7 @@ pub fn large_stats() -> LargeStats {
     LargeStats {
         allocations,
         frees,
-        live_objects: allocations as i64 - frees as i64,
+        live_objects: (allocations as i64).wrapping_sub(frees as i64),
         bytes_held: LARGE.bytes_held.load(Relaxed),
         bytes_returned: LARGE.bytes_returned.load(Relaxed),
         alloc_failures: LARGE.failures.load(Relaxed),

@@ -104,7 +104,10 @@ pub(crate) fn init_simulated() {
         SOURCE.store(TopologySource::SimulatedRoundRobin as u8, Ordering::Release);
     } else {
         for (cpu, entry) in CPU_NODE.iter().enumerate().take(cpus) {
-            entry.store((cpu * nodes / cpus) as u8, Ordering::Relaxed);
+            // Cannot wrap: `cpu < MAX_CPUS` and `nodes <= MAX_NODES`. The
+            // divisor `cpus` is above `cpu`, so never zero.
+            let node = cpu.wrapping_mul(nodes).checked_div(cpus).unwrap_or(0);
+            entry.store(node as u8, Ordering::Relaxed);
         }
         SOURCE.store(TopologySource::Simulated as u8, Ordering::Release);
     }
@@ -141,11 +144,13 @@ pub fn publish(nodes: &[DiscoveredNode<'_>]) -> Result<(), PublishError> {
         return Err(PublishError::Empty);
     }
     PUBLISH_LOCK.lock();
-    let reserved = node_count().max(1);
+    let last_reserved = node_count().saturating_sub(1);
     for (index, node) in nodes.iter().enumerate() {
-        let id = index.min(reserved - 1);
+        let id = index.min(last_reserved);
         if index < MAX_NODES {
-            OS_NODE[id].store(node.os_node, Ordering::Relaxed);
+            if let Some(os_node) = OS_NODE.get(id) {
+                os_node.store(node.os_node, Ordering::Relaxed);
+            }
         }
         for &cpu in node.cpus {
             if let Some(entry) = CPU_NODE.get(cpu as usize) {
@@ -165,7 +170,7 @@ pub fn os_node(node: NodeId) -> u32 {
     if nodes_are_simulated() {
         return 0;
     }
-    OS_NODE[node.index()].load(Ordering::Relaxed)
+    node.entry(&OS_NODE).load(Ordering::Relaxed)
 }
 
 /// The node of `cpu` in the current map (node 0 if unknown).
@@ -199,7 +204,9 @@ pub fn node_of_current_cpu() -> Option<NodeId> {
 pub(crate) fn node_for_new_thread() -> NodeId {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     if threads_round_robin() {
-        let index = NEXT.fetch_add(1, Ordering::Relaxed) as usize % node_count().max(1);
+        let index = (NEXT.fetch_add(1, Ordering::Relaxed) as usize)
+            .checked_rem(node_count())
+            .unwrap_or(0);
         return NodeId::new(index).unwrap_or(NodeId::ZERO);
     }
     node_of_current_cpu().unwrap_or(NodeId::ZERO)
@@ -243,7 +250,9 @@ pub fn cpus_of(node: NodeId, out: &mut [u64; MAX_CPUS / 64]) {
     for (cpu, entry) in CPU_NODE.iter().enumerate() {
         let index = entry.load(Ordering::Relaxed);
         if index != UNKNOWN && index as usize == node.index() {
-            out[cpu / 64] |= 1 << (cpu % 64);
+            if let Some(word) = out.get_mut(cpu / 64) {
+                *word |= 1 << (cpu % 64);
+            }
         }
     }
 }

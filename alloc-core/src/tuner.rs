@@ -218,11 +218,14 @@ pub const COOLDOWN_TICKS: u16 = 3;
 pub const COOLDOWN_MAX_TICKS: u16 = 120;
 
 fn permille(part: u64, whole: u64) -> u64 {
-    part.saturating_mul(1000) / whole.max(1)
+    part.saturating_mul(1000).checked_div(whole).unwrap_or(0)
 }
 
 fn per_second(count: u64, elapsed_ms: u64) -> u64 {
-    count.saturating_mul(1000) / elapsed_ms.max(1)
+    count
+        .saturating_mul(1000)
+        .checked_div(elapsed_ms.max(1))
+        .unwrap_or(0)
 }
 
 fn saturate(value: u64) -> u32 {
@@ -277,7 +280,7 @@ pub fn decide(
         0
     };
     if state.cooldown > 0 {
-        state.cooldown -= 1;
+        state.cooldown = state.cooldown.saturating_sub(1);
         return None;
     }
 

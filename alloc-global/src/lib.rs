@@ -26,6 +26,23 @@
 //! dispatch to direct mappings and `realloc` — and the public statistics and
 //! tuning API.
 #![warn(missing_docs)]
+// No panic can start inside the allocator (see the same lints in
+// `sheafalloc-core`): no indexing, slicing or arithmetic that can panic, no
+// `unwrap`/`expect`/`panic!`/`unreachable!`. Tests may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::panic,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::panic_in_result_fn
+    )
+)]
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;

@@ -53,7 +53,10 @@ pub fn topology() -> Topology {
             let mut bits = [0u64; MAX_CPUS / 64];
             core_topology::cpus_of(node, &mut bits);
             let cpus = (0..MAX_CPUS as u32)
-                .filter(|&cpu| bits[cpu as usize / 64] & (1 << (cpu % 64)) != 0)
+                .filter(|&cpu| {
+                    bits.get(cpu as usize / 64)
+                        .is_some_and(|word| word & (1 << (cpu % 64)) != 0)
+                })
                 .collect();
             NodeInfo {
                 node: node.index(),

@@ -27,33 +27,44 @@ static FAIL: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::
 /// Arms `point`: the next `skip` calls succeed, then `count` calls fail.
 #[cfg(feature = "fault-injection")]
 pub fn inject(point: FaultPoint, skip: u64, count: u64) {
-    SKIP[point as usize].store(skip, Ordering::SeqCst);
-    FAIL[point as usize].store(count, Ordering::SeqCst);
+    if let Some((skips, fails)) = countdown(point) {
+        skips.store(skip, Ordering::SeqCst);
+        fails.store(count, Ordering::SeqCst);
+    }
 }
 
 /// Disarms every fault point.
 #[cfg(feature = "fault-injection")]
 pub fn clear() {
-    for i in 0..3 {
-        FAIL[i].store(0, Ordering::SeqCst);
-        SKIP[i].store(0, Ordering::SeqCst);
+    for (fails, skips) in FAIL.iter().zip(&SKIP) {
+        fails.store(0, Ordering::SeqCst);
+        skips.store(0, Ordering::SeqCst);
     }
+}
+
+/// The skip and fail countdowns of `point` (always present: the tables
+/// have an entry per `FaultPoint`).
+#[cfg(feature = "fault-injection")]
+fn countdown(point: FaultPoint) -> Option<(&'static AtomicU64, &'static AtomicU64)> {
+    Some((SKIP.get(point as usize)?, FAIL.get(point as usize)?))
 }
 
 /// True if this call of `point` must fail.
 #[cfg(feature = "fault-injection")]
 pub(crate) fn should_fail(point: FaultPoint) -> bool {
-    let i = point as usize;
-    if FAIL[i].load(Ordering::Relaxed) == 0 {
+    let Some((skips, fails)) = countdown(point) else {
+        return false;
+    };
+    if fails.load(Ordering::Relaxed) == 0 {
         return false;
     }
-    let skipped = SKIP[i]
+    let skipped = skips
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| s.checked_sub(1))
         .is_ok();
     if skipped {
         return false;
     }
-    FAIL[i]
+    fails
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |f| f.checked_sub(1))
         .is_ok()
 }

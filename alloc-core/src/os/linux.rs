@@ -40,19 +40,39 @@ pub fn reserve(bytes: usize, align: usize) -> Option<NonNull<u8>> {
     if raw == libc::MAP_FAILED {
         return None;
     }
+    // SAFETY: duty 1: `raw` is the mapping of `padded = bytes + align` bytes
+    // made just above, which no one else references yet.
+    unsafe { trim_to_alignment(raw, bytes, align) }
+}
+
+/// Unmaps the head and tail of a mapping of `bytes + align` bytes at `raw`
+/// around its first `align`-aligned block of `bytes`, and returns that
+/// block. `align` is a power of two and, like `bytes`, a page multiple.
+///
+/// # Safety
+///
+/// 1. `[raw, raw + bytes + align)` is a mapping of the caller's that no
+///    one else references.
+unsafe fn trim_to_alignment(raw: *mut c_void, bytes: usize, align: usize) -> Option<NonNull<u8>> {
     let start = raw as usize;
-    let aligned = (start + align - 1) & !(align - 1);
-    let head = aligned - start;
-    let tail = padded - head - bytes;
-    // SAFETY: both trims lie inside the mapping made just above, are
-    // page-aligned (align and bytes are page multiples) and no one else
-    // references them yet.
+    // None of this wraps: `align` is a power of two, so `mask` is
+    // `align - 1`; the mapping `[start, start + bytes + align)` exists, so
+    // `start + mask` and `aligned + bytes` (with `aligned - start <= mask`)
+    // are addresses inside it; `head <= mask < align`, so `tail = align -
+    // head` is positive.
+    let mask = align.wrapping_sub(1);
+    let aligned = start.wrapping_add(mask) & !mask;
+    let head = aligned.wrapping_sub(start);
+    let tail = align.wrapping_sub(head);
+    // SAFETY: both trims lie inside the mapping (duty 1), are page-aligned
+    // (align and bytes are page multiples) and no one else references them
+    // (duty 1).
     unsafe {
         if head != 0 {
             libc::munmap(raw, head);
         }
         if tail != 0 {
-            libc::munmap((aligned + bytes) as *mut c_void, tail);
+            libc::munmap(aligned.wrapping_add(bytes) as *mut c_void, tail);
         }
     }
     NonNull::new(aligned as *mut u8)
@@ -115,20 +135,9 @@ pub fn map(bytes: usize, align: usize) -> Option<NonNull<u8>> {
     if align <= page {
         return NonNull::new(raw.cast());
     }
-    let start = raw as usize;
-    let aligned = (start + align - 1) & !(align - 1);
-    let head = aligned - start;
-    let tail = padded - head - bytes;
-    // SAFETY: the trims lie inside the mapping just made and are page-aligned.
-    unsafe {
-        if head != 0 {
-            libc::munmap(raw, head);
-        }
-        if tail != 0 {
-            libc::munmap((aligned + bytes) as *mut c_void, tail);
-        }
-    }
-    NonNull::new(aligned as *mut u8)
+    // SAFETY: duty 1: `raw` is the mapping of `padded = bytes + align` bytes
+    // made just above, which no one else references yet.
+    unsafe { trim_to_alignment(raw, bytes, align) }
 }
 
 /// Unmaps a block made by [`map`].
@@ -208,7 +217,7 @@ pub fn write_stderr(bytes: &[u8]) {
         if n <= 0 {
             return;
         }
-        rest = &rest[n as usize..];
+        rest = rest.get(n as usize..).unwrap_or(&[]);
     }
 }
 
@@ -241,7 +250,9 @@ pub fn monotonic_ms() -> u64 {
     unsafe {
         libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now);
     }
-    now.tv_sec as u64 * 1000 + now.tv_nsec as u64 / 1_000_000
+    (now.tv_sec as u64)
+        .saturating_mul(1000)
+        .saturating_add(now.tv_nsec as u64 / 1_000_000)
 }
 
 /// The calling process's id.
@@ -254,7 +265,8 @@ pub fn process_id() -> u32 {
 pub fn sleep_ms(ms: u64) {
     let request = libc::timespec {
         tv_sec: (ms / 1000) as libc::time_t,
-        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+        // Cannot wrap: below 1000 × 10^6.
+        tv_nsec: (ms % 1000).wrapping_mul(1_000_000) as libc::c_long,
     };
     // SAFETY: `request` is a valid timespec; the remainder is not wanted.
     unsafe {
@@ -318,14 +330,17 @@ pub fn read_small_file(path: &CStr, buf: &mut [u8]) -> Option<usize> {
     if fd < 0 {
         return None;
     }
-    let mut len = 0;
-    while len < buf.len() {
-        // SAFETY: the destination is the unfilled tail of `buf`.
-        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+    let mut len = 0usize;
+    while let Some(rest) = buf.get_mut(len..).filter(|rest| !rest.is_empty()) {
+        // SAFETY: the destination is the unfilled tail of `buf`, valid for
+        // `rest.len()` bytes.
+        let n = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
         if n <= 0 {
             break;
         }
-        len += n as usize;
+        // Cannot wrap: `read` returns at most `rest.len()`, so `len` stays
+        // at most `buf.len()`.
+        len = len.wrapping_add(n as usize);
     }
     // SAFETY: `fd` was opened above and is closed once.
     unsafe {
@@ -354,10 +369,10 @@ pub fn current_cpu() -> Option<u32> {
 pub fn resident_bytes() -> Option<usize> {
     let mut buf = [0u8; 128];
     let len = read_small_file(c"/proc/self/statm", &mut buf)?;
-    let mut fields = buf[..len].split(|b| *b == b' ');
+    let mut fields = buf.get(..len)?.split(|b| *b == b' ');
     fields.next()?;
     let pages = parse_decimal(fields.next()?)?;
-    Some(pages as usize * page_size())
+    (pages as usize).checked_mul(page_size())
 }
 
 /// Parses an unsigned decimal number (surrounding whitespace allowed).
@@ -371,7 +386,10 @@ pub fn parse_decimal(bytes: &[u8]) -> Option<u64> {
         if !b.is_ascii_digit() {
             return None;
         }
-        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        // Cannot wrap: `b` is an ASCII digit (checked above).
+        value = value
+            .checked_mul(10)?
+            .checked_add(u64::from(b.wrapping_sub(b'0')))?;
     }
     Some(value)
 }
@@ -441,7 +459,7 @@ pub fn current_cpu_fast() -> Option<u32> {
             // `thread pointer + __rseq_offset` for every thread (checked in
             // `init_rseq`); `cpu_id` is the u32 at offset 4, written by the
             // kernel, hence the volatile read.
-            let cpu = unsafe { core::ptr::read_volatile((area + 4) as *const u32) };
+            let cpu = unsafe { core::ptr::read_volatile(area.wrapping_add(4) as *const u32) };
             if (cpu as i32) >= 0 {
                 return Some(cpu);
             }
@@ -475,14 +493,14 @@ pub fn bind_to_node(ptr: NonNull<u8>, bytes: usize, os_node: u32, mode: NumaBind
         NumaBindMode::Advisory => MPOL_PREFERRED,
         NumaBindMode::Strict => MPOL_BIND,
     };
-    let mut mask = [0u64; 16];
-    let word = os_node as usize / 64;
-    if word >= mask.len() {
+    const MASK_WORDS: usize = 16;
+    let mut mask = [0u64; MASK_WORDS];
+    let Some(word) = mask.get_mut(os_node as usize / 64) else {
         return false;
-    }
-    mask[word] = 1u64 << (os_node % 64);
+    };
+    *word = 1u64 << (os_node % 64);
     // SAFETY: the range is committed memory of this allocator (module
-    // contract); the node mask is a valid array of `16 * 64` bits.
+    // contract); the node mask is a valid array of `MASK_WORDS * 64` bits.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_mbind,
@@ -490,7 +508,7 @@ pub fn bind_to_node(ptr: NonNull<u8>, bytes: usize, os_node: u32, mode: NumaBind
             bytes,
             policy,
             mask.as_ptr(),
-            (mask.len() * 64) as u64,
+            (MASK_WORDS * 64) as u64,
             0u32,
         )
     };

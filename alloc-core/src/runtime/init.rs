@@ -180,7 +180,8 @@ fn apply_environment() {
 pub(super) fn exit_key() -> Option<os::ThreadExitKey> {
     match EXIT_KEY.load(Ordering::Acquire) {
         0 => None,
-        raw => os::ThreadExitKey::from_raw((raw - 1) as u32),
+        // Cannot wrap: `raw != 0` (the arm above).
+        raw => os::ThreadExitKey::from_raw(raw.wrapping_sub(1) as u32),
     }
 }
 

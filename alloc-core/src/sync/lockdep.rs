@@ -56,7 +56,8 @@ fn with_held(update: impl FnOnce(&mut Held)) {
 pub(super) fn acquire(rank: LockRank, address: usize) {
     with_held(|held| {
         let r = rank as usize;
-        let above = held.ranks & !((2u32 << r) - 1);
+        // Cannot wrap: `2 << r >= 2` (`r < LockRank::COUNT`, 7).
+        let above = held.ranks & !(2u32 << r).wrapping_sub(1);
         if above != 0 {
             let holding = LockRank::from_index(above.trailing_zeros() as usize);
             violation(rank, holding.unwrap_or(rank), "a lower rank");
@@ -88,11 +89,11 @@ pub(super) fn release(rank: LockRank) {
         let (Some(count), Some(highest)) = (held.count.get_mut(r), held.highest.get_mut(r)) else {
             return;
         };
-        if *count == 0 {
+        let Some(remaining) = count.checked_sub(1) else {
             crate::os::write_stderr(b"sheafalloc: lock released that this thread does not hold\n");
             crate::os::abort();
-        }
-        *count -= 1;
+        };
+        *count = remaining;
         if *count == 0 {
             *highest = 0;
             held.ranks &= !(1 << r);
@@ -102,8 +103,13 @@ pub(super) fn release(rank: LockRank) {
 
 /// Locks the calling thread holds.
 pub(super) fn held() -> u32 {
-    HELD.try_with(|cell| cell.get().count.iter().map(|&c| u32::from(c)).sum())
-        .unwrap_or(0)
+    HELD.try_with(|cell| {
+        cell.get()
+            .count
+            .iter()
+            .fold(0u32, |total, &count| total.saturating_add(u32::from(count)))
+    })
+    .unwrap_or(0)
 }
 
 #[cold]

@@ -79,7 +79,8 @@ impl HotSlot {
     }
 
     /// Lowers the fast-path capacity to at most `capacity` (from any
-    /// thread; see [`ClassSheaves::install`] for the other side).
+    /// thread; see `ClassSheaves::install` for the other side).
+    #[cfg(not(loom))]
     pub(crate) fn clamp_capacity(&self, capacity: u32) {
         self.capacity.fetch_min(capacity, SeqCst);
     }
