@@ -154,6 +154,12 @@ pub fn autotune_enabled() -> bool {
     sheafalloc_core::cache::autotune_enabled()
 }
 
+/// Auto-tuner ticks run since start (about one a second while the process
+/// allocates and the tuner is on).
+pub fn tuner_ticks() -> u64 {
+    sheafalloc_core::runtime::tuner_ticks()
+}
+
 fn class_named(name: &str) -> Result<SizeClass, SetCapacityError> {
     SizeClass::from_name(name).ok_or_else(|| SetCapacityError::UnknownCache(name.to_owned()))
 }

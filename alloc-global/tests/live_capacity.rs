@@ -121,3 +121,49 @@ fn bad_capacity_requests_are_refused_with_the_range() {
     assert!(sheafalloc::set_sheaf_capacity("size-262144", 2).is_ok());
     sheafalloc::set_sheaf_capacity("size-512", 26).unwrap();
 }
+
+/// A thread whose working set fits its main sheaf never takes a slow path,
+/// so it would never exchange a sheaf: a lower capacity still reaches it
+/// at once (its fast-path capacity is clamped), and its next free above the
+/// new capacity trims its sheaves.
+#[test]
+fn a_lower_capacity_reaches_a_thread_that_stays_on_the_fast_path() {
+    const QUIET: &str = "size-3584";
+    let stop = Arc::new(AtomicBool::new(false));
+    let warmed = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (stop, warmed) = (Arc::clone(&stop), Arc::clone(&warmed));
+        std::thread::spawn(move || {
+            // Fill the main sheaf once (allocate and free a burst), then
+            // cycle one object: pop and push on the same sheaf forever.
+            let burst: Vec<Box<[u8; 3500]>> = (0..20).map(|_| Box::new([7u8; 3500])).collect();
+            drop(burst);
+            warmed.store(true, Ordering::Release);
+            let mut cycles = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let object = std::hint::black_box(Box::new([9u8; 3500]));
+                assert_eq!(object[3499], 9);
+                drop(object);
+                cycles += 1;
+            }
+            cycles
+        })
+    };
+    wait_until("the worker is warmed up", || warmed.load(Ordering::Acquire));
+    let before = sheafalloc::cache(QUIET).unwrap();
+    assert!(before.sheaf_capacity_in_use_max >= 20, "{before:?}");
+    sheafalloc::set_sheaf_capacity(QUIET, 4).unwrap();
+    // No exchange is needed for the worker's fast path to see it.
+    wait_until("the worker's fast path uses capacity 4", || {
+        sheafalloc::cache(QUIET).unwrap().sheaf_capacity_in_use_max == 4
+    });
+    stop.store(true, Ordering::Relaxed);
+    let cycles = worker.join().unwrap();
+    assert!(cycles > 0);
+    let after = sheafalloc::cache(QUIET).unwrap();
+    assert!(
+        after.sheaf_resizes > before.sheaf_resizes,
+        "its sheaves were trimmed: {before:?} -> {after:?}"
+    );
+    sheafalloc::release_sheaf_capacity(QUIET).unwrap();
+}

@@ -106,6 +106,16 @@ pub const GLOBAL: &[(&str, &str, StatKind)] = &[
         "Reallocations done with mremap.",
         StatKind::Counter,
     ),
+    (
+        "sheafalloc_autotune_enabled",
+        "1 while the auto-tuner is on for the process (SHEAFALLOC_AUTOTUNE), else 0.",
+        StatKind::Gauge,
+    ),
+    (
+        "sheafalloc_tuner_ticks_total",
+        "Auto-tuner ticks run: about one a second while the process allocates and the tuner is on.",
+        StatKind::Counter,
+    ),
 ];
 
 /// One series per node.
@@ -244,6 +254,8 @@ fn write_global(out: &mut Exposition) {
         saturate(large.bytes_returned),
         saturate(large.alloc_failures),
         saturate(large.remaps),
+        i64::from(sheafalloc_core::cache::autotune_enabled()),
+        saturate(runtime::tuner_ticks()),
     ];
     for ((name, help, kind), value) in GLOBAL.iter().zip(values) {
         out.family(name, help, *kind).sample(&[], value);

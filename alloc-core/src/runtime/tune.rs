@@ -57,6 +57,12 @@ static BOOK: Mutex<Book> = Mutex::new(
 );
 
 static NEXT_TICK_MS: AtomicU64 = AtomicU64::new(0);
+static TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// Tuner ticks run since start.
+pub fn ticks() -> u64 {
+    TICKS.load(Ordering::Relaxed)
+}
 
 /// The tuner's lock, for the fork handlers.
 pub(super) fn book_lock() -> &'static crate::sync::RawLock {
@@ -90,6 +96,7 @@ pub fn tick(now_ms: u64) {
     let Some(mut book) = BOOK.try_lock() else {
         return;
     };
+    TICKS.fetch_add(1, Ordering::Relaxed);
     let mut operations = [0u64; NUM_CLASSES];
     with_threads(|threads| {
         for (class, total) in SizeClass::all().zip(operations.iter_mut()) {
