@@ -3,7 +3,7 @@
 //!
 //! # What it watches
 //!
-//! About once a second (the engine's periodic tick, run from an allocation
+//! Twice a second (the engine's periodic tick, run from an allocation
 //! slow path: no thread of its own) it takes, for every cache, the change
 //! since the last tick of:
 //!

@@ -154,7 +154,7 @@ pub fn autotune_enabled() -> bool {
     sheafalloc_core::cache::autotune_enabled()
 }
 
-/// Auto-tuner ticks run since start (about one a second while the process
+/// Auto-tuner ticks run since start (about two a second while the process
 /// allocates and the tuner is on).
 pub fn tuner_ticks() -> u64 {
     sheafalloc_core::runtime::tuner_ticks()

@@ -12,6 +12,7 @@ mod options;
 mod report;
 mod results_file;
 mod suite;
+mod tuning;
 mod workloads;
 
 use sheafalloc_bench::{peers, summary};
@@ -60,6 +61,7 @@ fn main() {
         }
         Command::Run(options) => run(&options),
         Command::Suite(options) => suite::run(&options),
+        Command::Tuning(options) => tuning::run(&options),
         Command::Report { results, readmes } => report_command(results, readmes),
     }
 }

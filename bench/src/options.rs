@@ -21,6 +21,13 @@ usage:
       callgrind (default: all); logs every run to bench/results/suite.jsonl
       and makes suite.md and suite.svg from it (suite-quick.* with --quick,
       suite-partial.* with --only)
+      --warmup S sets every run's warm-up (a steady state, e.g. 3)
+  sheafalloc-bench tuning [--rounds N] [--warmup S] [--seconds S] [--only W,...]
+      the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
+      the default capacities, and at fixed capacities 16..256 for every
+      class below 4 KiB; configurations interleaved and rotated each round
+      (default 3 rounds, 8 s warm-up, 2 s measured); writes
+      bench/results/tuning.jsonl and tuning.md
   sheafalloc-bench report [RESULTS.jsonl] [--readme FILE]... [--no-readme]
       regenerates the report and chart of a results file (default:
       bench/results/suite.jsonl, else suite-quick.jsonl) and the generated
@@ -74,6 +81,8 @@ pub enum Command {
     },
     /// The network-service suite.
     Suite(SuiteOptions),
+    /// The capacity sweep: sheafalloc auto-tuned against fixed capacities.
+    Tuning(TuningOptions),
     /// The report generator.
     Report {
         /// The results file (`None`: the default one).
@@ -108,6 +117,52 @@ pub struct SuiteOptions {
     pub parts: Vec<SuitePart>,
     /// Whether `--only` chose the parts.
     pub partial: bool,
+    /// Warm-up seconds of every run, if not the workloads' defaults.
+    pub warmup: Option<f64>,
+}
+
+/// Options of the capacity sweep (`sheafalloc-bench tuning`).
+#[derive(Clone, Debug)]
+pub struct TuningOptions {
+    /// Rounds over all configurations.
+    pub rounds: usize,
+    /// Warm-up seconds of every run (the tuner settles meanwhile).
+    pub warmup: f64,
+    /// Measured seconds of every run.
+    pub seconds: f64,
+    /// The workloads (`None`: the default set).
+    pub only: Option<Vec<ServiceWorkload>>,
+}
+
+fn parse_tuning(args: &[String]) -> Result<Command, String> {
+    let mut options = TuningOptions {
+        rounds: 3,
+        warmup: 8.0,
+        seconds: 2.0,
+        only: None,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--rounds" => options.rounds = parse_rounds(args.next())?,
+            "--warmup" => options.warmup = parse_seconds("--warmup", args.next())?,
+            "--seconds" => options.seconds = parse_seconds("--seconds", args.next())?.max(0.1),
+            "--only" => {
+                let value = args.next().ok_or("--only needs workload names")?;
+                let workloads = value
+                    .split(',')
+                    .map(|name| {
+                        ServiceWorkload::from_name(name)
+                            .ok_or_else(|| format!("unknown workload {name:?}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                options.only = Some(workloads);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(Command::Tuning(options))
 }
 
 /// Default rounds of the suite.
@@ -139,8 +194,19 @@ fn parse_rounds(value: Option<&String>) -> Result<usize, String> {
     Ok(n)
 }
 
+/// The value of `--warmup` or `--seconds`: seconds, `0..3600`.
+fn parse_seconds(flag: &str, value: Option<&String>) -> Result<f64, String> {
+    let value = value.ok_or_else(|| format!("{flag} needs a number of seconds"))?;
+    let seconds: f64 = value.parse().map_err(|_| format!("bad {flag} {value:?}"))?;
+    if !(0.0..3600.0).contains(&seconds) {
+        return Err(format!("{flag} {seconds} is out of range"));
+    }
+    Ok(seconds)
+}
+
 fn parse_suite(args: &[String]) -> Result<Command, String> {
     let mut rounds = None;
+    let mut warmup = None;
     let mut quick = false;
     let mut only: Option<Vec<SuitePart>> = None;
     let mut args = args.iter();
@@ -149,6 +215,7 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
             "-h" | "--help" => return Ok(Command::Help),
             "--quick" => quick = true,
             "--rounds" => rounds = Some(parse_rounds(args.next())?),
+            "--warmup" => warmup = Some(parse_seconds("--warmup", args.next())?),
             "--only" => {
                 let value = args.next().ok_or("--only needs a part name")?;
                 let mut wanted = Vec::new();
@@ -182,6 +249,7 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
         quick,
         parts,
         partial,
+        warmup,
     }))
 }
 
@@ -222,6 +290,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             Ok(Command::Pairs { peer, n })
         }
         Some("suite") => parse_suite(&args[1..]),
+        Some("tuning") => parse_tuning(&args[1..]),
         Some("report") => parse_report(&args[1..]),
         Some("callgrind") => match &args[1..] {
             [] => Ok(Command::Callgrind { quick: false }),

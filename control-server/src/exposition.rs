@@ -113,7 +113,7 @@ pub const GLOBAL: &[(&str, &str, StatKind)] = &[
     ),
     (
         "sheafalloc_tuner_ticks_total",
-        "Auto-tuner ticks run: about one a second while the process allocates and the tuner is on.",
+        "Auto-tuner ticks run: about two a second while the process allocates and the tuner is on.",
         StatKind::Counter,
     ),
 ];

@@ -24,7 +24,7 @@ use crate::sync::{LockRank, Mutex};
 use crate::tuner::{self, Bounds, Sample, TunerState};
 
 /// How often the tick runs.
-pub const TICK_MS: u64 = 1000;
+pub const TICK_MS: u64 = 500;
 
 /// Counter values at the previous tick.
 #[derive(Clone, Copy, Default)]

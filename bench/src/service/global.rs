@@ -12,34 +12,21 @@ use crate::record::Record;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Global(pub Peer);
 
-/// Environment variable with sheaf capacities to set before a sheafalloc
-/// run: `size-256=64,size-2304=32`.
-pub const CAPACITY_ENV: &str = "SHEAFALLOC_BENCH_CAPACITY";
-
 impl Global {
     /// The allocator's name.
     pub fn name(self) -> &'static str {
         self.0.name()
     }
 
-    /// Applies `SHEAFALLOC_BENCH_CAPACITY` (sheafalloc only; ignored by the
-    /// others); returns what was set, for the result line.
-    pub fn apply_capacities(self) -> Result<Option<String>, String> {
-        let Ok(list) = std::env::var(CAPACITY_ENV) else {
-            return Ok(None);
-        };
-        if self.0 != Peer::Sheaf || list.is_empty() {
-            return Ok(None);
+    /// The capacities the engine pinned at start from `SHEAFALLOC_CAPACITY`
+    /// (sheafalloc only), for the result line.
+    pub fn capacity_env(self) -> Option<String> {
+        if self.0 != Peer::Sheaf {
+            return None;
         }
-        for item in list.split(',') {
-            let (name, capacity) = item
-                .split_once('=')
-                .and_then(|(name, n)| Some((name, n.parse::<u64>().ok()?)))
-                .ok_or_else(|| format!("{CAPACITY_ENV}: bad item {item:?} (want size-256=64)"))?;
-            sheafalloc::set_sheaf_capacity(name, capacity)
-                .map_err(|e| format!("{CAPACITY_ENV}: {name}: {e}"))?;
-        }
-        Ok(Some(list))
+        std::env::var("SHEAFALLOC_CAPACITY")
+            .ok()
+            .filter(|list| !list.is_empty())
     }
 
     /// The allocator node of the calling thread (sheafalloc only).
@@ -125,6 +112,25 @@ impl Global {
         let topology = sheafalloc::topology();
         record.set("sheaf_topology", topology.source);
         record.set("sheaf_nodes", topology.nodes.len());
+        // What the auto-tuner did: how often, and where the busiest cache's
+        // capacity ended up.
+        let caches = sheafalloc::caches();
+        let adjustments: u64 = caches.iter().map(|c| c.capacity_adjustments).sum();
+        record.set("sheaf_tuner_on", sheafalloc::autotune_enabled());
+        record.set("sheaf_tuner_ticks", sheafalloc::tuner_ticks());
+        record.set("sheaf_capacity_adjustments", adjustments);
+        if let Some(busiest) = caches.iter().max_by_key(|c| c.allocations) {
+            record.set("sheaf_busiest_cache", &busiest.name);
+            record.set("sheaf_busiest_capacity", busiest.sheaf_capacity);
+        }
+        let changed: Vec<String> = caches
+            .iter()
+            .filter(|c| c.capacity_adjustments > 0)
+            .map(|c| format!("{}:{}", c.name, c.sheaf_capacity))
+            .collect();
+        if !changed.is_empty() {
+            record.set("sheaf_tuned", changed.join("/"));
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The network-service workloads, run inside a `wl-*` binary whose global
 //! allocator is the one under test (see [`main`]).
 //!
-//! `wl-ALLOCATOR WORKLOAD [--quick] [--seconds S] [--cpus A,B]` runs one
+//! `wl-ALLOCATOR WORKLOAD [--quick] [--seconds S] [--warmup S] [--cpus A,B]` runs one
 //! workload once and prints one [`Record`] line on stdout; `wl-ALLOCATOR
 //! --list` prints the workload names.
 
@@ -32,10 +32,13 @@ use crate::sync::pingpong;
 
 /// Usage of a workload binary.
 pub const USAGE: &str = "\
-usage: wl-ALLOCATOR WORKLOAD [--quick] [--seconds S] [--cpus A,B]
+usage: wl-ALLOCATOR WORKLOAD [--quick] [--seconds S] [--warmup S] [--cpus A,B]
        wl-ALLOCATOR --list
 Runs one workload with this binary's global allocator and prints one
-`result key=value ...` line. --cpus pins the two threads of tx-pinned.";
+`result key=value ...` line. --warmup sets the seconds of work before the
+measured window (a steady state: long enough for sheafalloc's auto-tuner,
+which ticks twice a second, to settle). --cpus pins the two threads of
+tx-pinned.";
 
 /// One run as asked on the command line.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,6 +49,8 @@ pub struct Request {
     pub quick: bool,
     /// Measured seconds, if not the default.
     pub seconds: Option<f64>,
+    /// Warm-up seconds, if not the default.
+    pub warmup: Option<f64>,
     /// CPUs of the two threads of `tx-pinned`.
     pub cpus: Option<(usize, usize)>,
 }
@@ -64,7 +69,7 @@ impl Request {
             (_, false) => (0.1, 1.0),
         };
         Budget {
-            warmup,
+            warmup: self.warmup.unwrap_or(warmup),
             seconds: self.seconds.unwrap_or(seconds),
         }
     }
@@ -83,6 +88,7 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
         workload,
         quick: false,
         seconds: None,
+        warmup: None,
         cpus: None,
     };
     while let Some(arg) = args.next() {
@@ -97,6 +103,16 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
                     return Err(format!("--seconds {seconds} is out of range"));
                 }
                 request.seconds = Some(seconds);
+            }
+            "--warmup" => {
+                let value = args.next().ok_or("--warmup needs a number")?;
+                let warmup: f64 = value
+                    .parse()
+                    .map_err(|_| format!("bad --warmup {value:?}"))?;
+                if !(0.0..3600.0).contains(&warmup) {
+                    return Err(format!("--warmup {warmup} is out of range"));
+                }
+                request.warmup = Some(warmup);
             }
             "--cpus" => {
                 let value = args.next().ok_or("--cpus needs A,B")?;
@@ -149,8 +165,8 @@ pub fn run(request: &Request, global: Global) -> Result<Record, String> {
             "numa_nodes_env",
             std::env::var("SHEAFALLOC_NUMA_NODES").unwrap_or_else(|_| "unset".into()),
         );
-    if let Some(capacities) = global.apply_capacities()? {
-        record.set("sheaf_capacity_set", capacities.replace('=', ":"));
+    if let Some(capacities) = global.capacity_env() {
+        record.set("sheaf_capacity_env", capacities.replace('=', ":"));
     }
     if workload.cross_thread() {
         // At most 11 × 200 round trips: under 30 ms even when the two

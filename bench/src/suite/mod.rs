@@ -4,14 +4,14 @@
 //! every run to a results file as it goes, and then makes the report from
 //! that file (`regenerate`), as `sheafalloc-bench report` does.
 
-mod binaries;
+pub(crate) mod binaries;
 mod chart;
 mod jobs;
 mod readme;
 pub mod regenerate;
 mod results_log;
 mod sections;
-mod spawn;
+pub(crate) mod spawn;
 mod table;
 mod targets;
 
@@ -178,6 +178,10 @@ fn run_round(
             if options.quick {
                 args.push("--quick".into());
             }
+            if let Some(warmup) = options.warmup {
+                args.push("--warmup".into());
+                args.push(warmup.to_string());
+            }
             if let Some((a, b)) = variant.cpus {
                 args.push("--cpus".into());
                 args.push(format!("{a},{b}"));
@@ -186,7 +190,9 @@ fn run_round(
                 binary,
                 args,
                 numa_nodes: variant.numa_nodes,
-                limit: time_limit(job.workload, options.quick),
+                env: Vec::new(),
+                limit: time_limit(job.workload, options.quick)
+                    + Duration::from_secs_f64(options.warmup.unwrap_or(0.0)),
             });
             if let Err(error) = &outcome {
                 eprintln!("round {round}: {} failed: {error}", peer.name());
@@ -215,6 +221,7 @@ fn time_limit(workload: Workload, quick: bool) -> Duration {
         workload,
         quick,
         seconds: None,
+        warmup: None,
         cpus: None,
     };
     let budget = request.budget();

@@ -17,6 +17,9 @@ pub struct Invocation<'a> {
     pub args: Vec<String>,
     /// `SHEAFALLOC_NUMA_NODES` for the process (removed when `None`).
     pub numa_nodes: Option<u32>,
+    /// More environment for the process (sheafalloc's tuning variables are
+    /// removed unless given here, so a run never inherits them).
+    pub env: Vec<(String, String)>,
     /// Killed after this long.
     pub limit: Duration,
 }
@@ -34,6 +37,12 @@ pub fn run(invocation: &Invocation<'_>) -> Result<Record, String> {
         Some(n) => command.env("SHEAFALLOC_NUMA_NODES", n.to_string()),
         None => command.env_remove("SHEAFALLOC_NUMA_NODES"),
     };
+    command
+        .env_remove("SHEAFALLOC_CAPACITY")
+        .env_remove("SHEAFALLOC_AUTOTUNE");
+    for (name, value) in &invocation.env {
+        command.env(name, value);
+    }
     let name = invocation
         .binary
         .file_name()
