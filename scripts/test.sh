@@ -25,6 +25,12 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== tests" >&2
 cargo test --workspace --all-features --no-fail-fast
 
+echo "== the per-thread fallback: the same integration and stress tests without rseq" >&2
+# glibc registers no rseq area with this tunable, as under valgrind or rr:
+# the engine must run its per-thread sheaves, and everything must hold.
+GLIBC_TUNABLES=glibc.pthread.rseq=0 SHEAFALLOC_STRESS_SECS=15 SHEAFALLOC_TORTURE_SECS=8 \
+  cargo test -p sheafalloc --all-features --no-fail-fast
+
 echo "== the shipped configuration: release build, default features (no checks)" >&2
 # What users run: optimised, fat LTO, no debug assertions, no misuse checks.
 SHEAFALLOC_STRESS_SECS=20 SHEAFALLOC_TORTURE_SECS=10 \

@@ -7,6 +7,7 @@
 //! | operation | gives | gets | when |
 //! |---|---|---|---|
 //! | [`take_full`] | an empty sheaf | a full one | alloc: main and spare empty |
+//! | [`take_full_alone`] | — | a full one | alloc, per-CPU mode (the empty main is detached on its own) |
 //! | [`put_full`] | a full sheaf | an empty one, if the barn has one | free: main and spare full |
 //! | [`hand_over`] | a full remote batch | an empty one, if any | a batch for another node is full |
 //! | [`empty_sheaf`] | — | an empty sheaf (barn, else pool) | a slot needs a sheaf |
@@ -103,6 +104,20 @@ pub unsafe fn take_full<D: Depot>(
     }
     CacheCounters::add(&counters.barn_get_hits, 1);
     Ok(full)
+}
+
+/// Takes a full sheaf of `node`'s barn without giving one back (the
+/// per-CPU slow path detaches its empty main sheaf separately).
+pub fn take_full_alone<D: Depot>(depot: &D, node: NodeId) -> Option<NonNull<Sheaf>> {
+    let mut barn = depot.barn(node).lock();
+    let full = barn.take_full();
+    drop(barn);
+    let counters = depot.counters();
+    match full {
+        Some(_) => CacheCounters::add(&counters.barn_get_hits, 1),
+        None => CacheCounters::add(&counters.barn_get_misses, 1),
+    }
+    full
 }
 
 /// Free side: stores `full` in `node`'s barn and takes one of its empty
@@ -215,9 +230,12 @@ pub unsafe fn dispose<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) 
             // SAFETY: duty 1: owned, non-empty, this node and class.
             let refused = unsafe { barn.put_full(sheaf) }.err();
             drop(barn);
+            let counters = depot.counters();
             if refused.is_none() {
+                CacheCounters::add(&counters.barn_put_hits, 1);
                 return;
             }
+            CacheCounters::add(&counters.barn_put_misses, 1);
         }
         // SAFETY: duty 1; still ours (refused or not offered).
         unsafe { flush(depot, node, &mut *sheaf.as_ptr()) };

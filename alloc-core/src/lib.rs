@@ -116,6 +116,8 @@ pub mod cache;
 #[cfg(not(loom))]
 pub mod large;
 #[cfg(not(loom))]
+pub mod percpu;
+#[cfg(not(loom))]
 pub mod runtime;
 pub mod thread_cache;
 

@@ -134,6 +134,9 @@ const fn build_lookup() -> [u8; LOOKUP_LEN] {
 static SMALL_LOOKUP: [u8; LOOKUP_LEN] = build_lookup();
 
 impl SizeClass {
+    /// The smallest class (8-byte objects).
+    pub const FIRST: SizeClass = SizeClass(0);
+
     /// The class with index `index`, if it exists.
     pub const fn from_index(index: usize) -> Option<Self> {
         if index < NUM_CLASSES {

@@ -160,6 +160,14 @@ fn add_thread(stats: &mut CacheStats, view: SlotView) {
 
 /// The readings derived from the others.
 fn finish(class: SizeClass, stats: &mut CacheStats) {
+    if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+        let (objects, min, max) = crate::percpu::view(class);
+        stats.thread_main_objects = stats.thread_main_objects.saturating_add(objects);
+        if max > 0 {
+            stats.sheaf_capacity_in_use_min = stats.sheaf_capacity_in_use_min.min(min);
+            stats.sheaf_capacity_in_use_max = stats.sheaf_capacity_in_use_max.max(max);
+        }
+    }
     if stats.sheaf_capacity_in_use_max == 0 {
         stats.sheaf_capacity_in_use_min = 0;
     }

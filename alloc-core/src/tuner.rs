@@ -17,16 +17,21 @@
 //!
 //! # What it decides ([`decide`])
 //!
-//! * **Raise** (×2) when the cache is busy (at least [`BUSY_OPS_PER_SEC`])
-//!   and, on two ticks in a row, the slow-path share is at least
-//!   [`RAISE_SLOW_SHARE_PERMILLE`], or the barn miss share at least
-//!   [`RAISE_MISS_SHARE_PERMILLE`], or exchanges reach
-//!   [`RAISE_EXCHANGES_PER_SEC`]: bursts or a hand-off keep more objects in
-//!   flight than the sheaves and the barn hold.
-//! * **Lower** (÷2) when, for [`LOWER_QUIET_TICKS`] ticks in a row, the
-//!   slow-path share stays under [`LOWER_SLOW_SHARE_PERMILLE`] with barn
-//!   misses under [`LOWER_MISS_SHARE_PERMILLE`], or the cache is idle for
-//!   [`LOWER_IDLE_TICKS`] ticks: memory held for nothing.
+//! * **Raise** (×2) when the cache is busy (at least [`BUSY_OPS_PER_SEC`]
+//!   operations and [`BUSY_SLOW_PATHS_PER_SEC`] slow paths a second) and,
+//!   on two ticks in a row, the slow-path share is at least
+//!   [`RAISE_SLOW_SHARE_PER_10K`] in 10,000, or the barn miss share at
+//!   least [`RAISE_MISS_SHARE_PERMILLE`] ‰, or exchanges reach
+//!   [`RAISE_EXCHANGES_PER_SEC`]: bursts larger than a sheaf, or a hand-off
+//!   that keeps more objects in flight than the sheaves and the barn hold.
+//!   A slow path costs a hundred fast ones or more (a barn trade crosses
+//!   cores; a refill or flush walks slab lists), so a share of half a
+//!   percent is already a large part of the cache's time.
+//! * **Lower** (÷2) when the cache has been idle (under
+//!   [`IDLE_OPS_PER_SEC`]) for [`LOWER_IDLE_TICKS`] ticks: memory held for
+//!   nothing. A busy cache is not lowered because it is quiet: it is quiet
+//!   *because* of its capacity, and halving it would only bring the slow
+//!   paths back (and make the capacity swing).
 //! * **Bounds**: never below the class's default capacity, never above
 //!   [`crate::cache::max_sheaf_capacity`] (256 objects and 512 KiB per
 //!   sheaf, so a thread pins at most 1 MiB in one cache).
@@ -72,26 +77,22 @@ pub enum Reason {
     /// No decision yet.
     #[default]
     None,
-    /// Raised: the slow-path share (signal, ‰) was high.
+    /// Raised: the slow-path share (signal, in 10,000) was high.
     SlowPathShare,
     /// Raised: the barn missed this share (signal, ‰) of exchanges.
     BarnMisses,
     /// Raised: exchanges per second (signal) were high.
     ExchangeRate,
-    /// Lowered: slow paths and barn misses (signal: slow-path share, ‰)
-    /// stayed low.
-    Quiet,
     /// Lowered: the cache was idle.
     Idle,
 }
 
 impl Reason {
-    const ALL: [Reason; 6] = [
+    const ALL: [Reason; 5] = [
         Reason::None,
         Reason::SlowPathShare,
         Reason::BarnMisses,
         Reason::ExchangeRate,
-        Reason::Quiet,
         Reason::Idle,
     ];
 
@@ -170,7 +171,6 @@ impl Decision {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TunerState {
     raise_streak: u8,
-    quiet_streak: u16,
     idle_streak: u16,
     cooldown: u16,
     last_cooldown: u16,
@@ -183,7 +183,6 @@ impl TunerState {
     pub const fn new() -> Self {
         Self {
             raise_streak: 0,
-            quiet_streak: 0,
             idle_streak: 0,
             cooldown: 0,
             last_cooldown: 0,
@@ -194,22 +193,20 @@ impl TunerState {
 
 /// Operations per second below which a cache gives no signal.
 pub const BUSY_OPS_PER_SEC: u64 = 10_000;
+/// Slow paths per second below which raising could not save anything
+/// that matters (2,000 slow paths cost about a millisecond a second).
+pub const BUSY_SLOW_PATHS_PER_SEC: u64 = 2_000;
 /// Operations per second below which a cache counts as idle.
 pub const IDLE_OPS_PER_SEC: u64 = 100;
-/// Slow-path share (‰) from which a busy cache is raised.
-pub const RAISE_SLOW_SHARE_PERMILLE: u64 = 30;
+/// Slow-path share, in 10,000 operations, from which a busy cache is
+/// raised (0.5 %).
+pub const RAISE_SLOW_SHARE_PER_10K: u64 = 50;
 /// Barn miss share (‰) from which a busy cache is raised.
 pub const RAISE_MISS_SHARE_PERMILLE: u64 = 250;
 /// Exchanges per second from which a busy cache is raised.
 pub const RAISE_EXCHANGES_PER_SEC: u64 = 100_000;
 /// Ticks in a row a raise condition must hold.
 pub const RAISE_TICKS: u8 = 2;
-/// Slow-path share (‰) under which a cache is quiet.
-pub const LOWER_SLOW_SHARE_PERMILLE: u64 = 5;
-/// Barn miss share (‰) under which a cache is quiet.
-pub const LOWER_MISS_SHARE_PERMILLE: u64 = 50;
-/// Ticks in a row a cache must be quiet before it is lowered.
-pub const LOWER_QUIET_TICKS: u16 = 30;
 /// Ticks in a row a cache must be idle before it is lowered.
 pub const LOWER_IDLE_TICKS: u16 = 30;
 /// Ticks without a change after a change.
@@ -217,8 +214,8 @@ pub const COOLDOWN_TICKS: u16 = 3;
 /// Longest cooldown, after repeated reversals.
 pub const COOLDOWN_MAX_TICKS: u16 = 120;
 
-fn permille(part: u64, whole: u64) -> u64 {
-    part.saturating_mul(1000).checked_div(whole).unwrap_or(0)
+fn share(part: u64, whole: u64, scale: u64) -> u64 {
+    part.saturating_mul(scale).checked_div(whole).unwrap_or(0)
 }
 
 fn per_second(count: u64, elapsed_ms: u64) -> u64 {
@@ -242,35 +239,27 @@ pub fn decide(
 ) -> Option<Decision> {
     let ops_per_sec = per_second(sample.operations, sample.elapsed_ms);
     let exchanges = sample.barn_hits.saturating_add(sample.barn_misses);
-    let slow_share = permille(sample.slow_paths, sample.operations);
-    let miss_share = permille(sample.barn_misses, exchanges);
+    let slow_share = share(sample.slow_paths, sample.operations, 10_000);
+    let miss_share = share(sample.barn_misses, exchanges, 1000);
     let exchange_rate = per_second(exchanges, sample.elapsed_ms);
-    let busy = ops_per_sec >= BUSY_OPS_PER_SEC;
+    let busy = ops_per_sec >= BUSY_OPS_PER_SEC
+        && per_second(sample.slow_paths, sample.elapsed_ms) >= BUSY_SLOW_PATHS_PER_SEC;
 
     let raise = if !busy {
         None
     } else if miss_share >= RAISE_MISS_SHARE_PERMILLE && exchanges >= 8 {
         Some((Reason::BarnMisses, miss_share))
-    } else if slow_share >= RAISE_SLOW_SHARE_PERMILLE {
+    } else if slow_share >= RAISE_SLOW_SHARE_PER_10K {
         Some((Reason::SlowPathShare, slow_share))
     } else if exchange_rate >= RAISE_EXCHANGES_PER_SEC {
         Some((Reason::ExchangeRate, exchange_rate))
     } else {
         None
     };
-    let quiet = busy
-        && slow_share < LOWER_SLOW_SHARE_PERMILLE
-        && miss_share < LOWER_MISS_SHARE_PERMILLE
-        && exchange_rate < RAISE_EXCHANGES_PER_SEC / 10;
     let idle = ops_per_sec < IDLE_OPS_PER_SEC;
 
     state.raise_streak = if raise.is_some() {
         state.raise_streak.saturating_add(1)
-    } else {
-        0
-    };
-    state.quiet_streak = if quiet {
-        state.quiet_streak.saturating_add(1)
     } else {
         0
     };
@@ -294,12 +283,6 @@ pub fn decide(
         _ if capacity > bounds.min && state.idle_streak >= LOWER_IDLE_TICKS => {
             ((capacity / 2).max(bounds.min), Reason::Idle, 0, -1)
         }
-        _ if capacity > bounds.min && state.quiet_streak >= LOWER_QUIET_TICKS => (
-            (capacity / 2).max(bounds.min),
-            Reason::Quiet,
-            slow_share,
-            -1,
-        ),
         _ => return None,
     };
     if to == capacity {
@@ -318,7 +301,6 @@ pub fn decide(
     state.last_cooldown = state.cooldown;
     state.last_direction = direction;
     state.raise_streak = 0;
-    state.quiet_streak = 0;
     state.idle_streak = 0;
     Some(Decision {
         from: capacity,
@@ -381,10 +363,11 @@ mod tests {
     #[test]
     fn a_high_slow_path_share_raises_step_by_step_up_to_the_byte_bound() {
         // Bursts larger than both sheaves: every burst takes slow paths.
-        let bursts = second(1_000_000, 50_000, 49_000, 1_000);
+        let bursts = second(1_000_000, 20_000, 19_000, 1_000);
         let (trace, decisions) = replay(32, &[bursts; 40]);
         assert_eq!(*trace.last().unwrap(), 227, "stops at the byte bound");
         assert!(decisions.iter().all(|d| d.reason == Reason::SlowPathShare));
+        assert_eq!(decisions[0].signal, 200, "2 % = 200 in 10,000");
         let steps: Vec<u32> = decisions.iter().map(|d| d.to).collect();
         assert_eq!(steps, [64, 128, 227]);
         assert!(trace.iter().all(|&c| c <= BOUNDS.max));
@@ -392,8 +375,9 @@ mod tests {
 
     #[test]
     fn a_steady_cheap_cache_holds() {
-        // 1 slow path in 100 operations, barn always hits, 20k exchanges/s.
-        let steady = second(2_000_000, 20_000, 20_000, 0);
+        // 1 slow path in 500 operations, barn always hits, 8,000
+        // exchanges a second: under every raise threshold.
+        let steady = second(4_000_000, 8_000, 8_000, 0);
         let (trace, decisions) = replay(64, &[steady; 100]);
         assert!(decisions.is_empty(), "{decisions:?}");
         assert!(trace.iter().all(|&c| c == 64));
@@ -401,35 +385,38 @@ mod tests {
 
     #[test]
     fn little_work_gives_no_signal() {
-        // Slow paths galore, but only 500 operations a second.
+        // A high share, but too few operations or slow paths to matter.
         let trickle = second(500, 400, 100, 300);
-        let (trace, _) = replay(32, &[trickle; 10]);
+        let sparse = second(100_000, 1_000, 900, 100);
+        let (trace, _) = replay(32, &[trickle, sparse, trickle, sparse, trickle, sparse]);
         assert!(trace.iter().all(|&c| c == 32));
     }
 
     #[test]
-    fn quiet_and_idle_caches_come_back_down_to_the_default_and_no_lower() {
-        let quiet = second(5_000_000, 1_000, 1_000, 0);
-        let mut samples = vec![quiet; 200];
-        samples.extend([second(0, 0, 0, 0); 200]);
+    fn idle_caches_come_back_down_to_the_default_and_no_lower() {
+        let mut samples = vec![second(0, 0, 0, 0); 200];
+        samples.insert(0, second(50, 0, 0, 0));
         let (trace, decisions) = replay(227, &samples);
         assert_eq!(*trace.last().unwrap(), BOUNDS.min);
         assert!(trace.iter().all(|&c| c >= BOUNDS.min));
-        assert_eq!(decisions[0].reason, Reason::Quiet);
-        assert!(trace[..LOWER_QUIET_TICKS as usize - 1]
+        assert!(decisions.iter().all(|d| d.reason == Reason::Idle));
+        assert!(trace[..LOWER_IDLE_TICKS as usize - 1]
             .iter()
             .all(|&c| c == 227));
+        // A busy cache with no slow paths at all is not lowered.
+        let (busy, none) = replay(227, &[second(5_000_000, 0, 0, 0); 200]);
+        assert!(none.is_empty() && busy.iter().all(|&c| c == 227));
     }
 
     #[test]
     fn oscillation_is_damped() {
-        // A load that flips between bursty and quiet phases.
+        // A load that flips between bursty and idle phases.
         let bursty = second(1_000_000, 50_000, 40_000, 10_000);
-        let quiet = second(5_000_000, 1_000, 1_000, 0);
+        let idle = second(0, 0, 0, 0);
         let mut samples = Vec::new();
         for _ in 0..6 {
             samples.extend([bursty; 5]);
-            samples.extend([quiet; 35]);
+            samples.extend([idle; 35]);
         }
         let (_, decisions) = replay(32, &samples);
         let reversals = decisions

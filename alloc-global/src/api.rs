@@ -154,6 +154,25 @@ pub fn autotune_enabled() -> bool {
     sheafalloc_core::cache::autotune_enabled()
 }
 
+pub use sheafalloc_core::percpu::CacheMode;
+
+/// Which sheaves the engine runs: per CPU (restartable sequences, where
+/// glibc registered rseq, on x86-64, with membarrier) or per thread (the
+/// fallback). Decided at the first allocation.
+pub fn cache_mode() -> CacheMode {
+    sheafalloc_core::percpu::mode()
+}
+
+/// Why the per-thread fallback is in force (`None` in per-CPU mode).
+pub fn cache_mode_reason() -> Option<&'static str> {
+    sheafalloc_core::percpu::fallback_reason()
+}
+
+/// CPUs that have per-CPU sheaves (0 in per-thread mode).
+pub fn cpus_with_caches() -> usize {
+    sheafalloc_core::percpu::cpus_with_caches()
+}
+
 /// Auto-tuner ticks run since start (about two a second while the process
 /// allocates and the tuner is on).
 pub fn tuner_ticks() -> u64 {

@@ -113,7 +113,9 @@ unsafe impl GlobalAlloc for SheafAlloc {
         if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
             #[cfg(feature = "checks")]
             sheafalloc_core::checks::on_free(ptr, class);
-            if let Ok(true) = THREAD_CACHE.try_with(|cache| cache.push(class, ptr)) {
+            // SAFETY: `ptr` was allocated with `layout` (so for `class`)
+            // and is no longer used: the caller's `dealloc` contract.
+            if let Ok(true) = THREAD_CACHE.try_with(|cache| unsafe { cache.push(class, ptr) }) {
                 return;
             }
         }
@@ -207,8 +209,9 @@ unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
                 sheafalloc_core::checks::on_free(ptr, class);
             }
             let done = THREAD_CACHE.try_with(|cache| {
-                if !cache.push(class, ptr) {
-                    // SAFETY: duty 1: `ptr` is a free object of `class`.
+                // SAFETY: duty 1: `ptr` is a free object of `class`.
+                if !unsafe { cache.push(class, ptr) } {
+                    // SAFETY: duty 1.
                     unsafe { cache.dealloc_slow(class, ptr) }
                 }
             });

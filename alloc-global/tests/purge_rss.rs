@@ -61,5 +61,11 @@ fn purge_returns_freed_slabs_to_the_os() {
         "returned only {}",
         report.bytes_returned
     );
-    assert!(cache.bytes_returned >= report.bytes_returned);
+    // This cache returned (nearly) all of it; in per-CPU mode a purge also
+    // empties every CPU's sheaves of other caches, whose slabs go back too.
+    assert!(
+        cache.bytes_returned as usize >= TOTAL * 9 / 10,
+        "size-1024 returned only {}",
+        cache.bytes_returned
+    );
 }

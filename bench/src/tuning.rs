@@ -297,7 +297,7 @@ fn report(
                     o.record.get("sheaf_capacity_adjustments")?
                 ))
             })
-            .last()
+            .next_back()
             .unwrap_or_else(|| "–".into());
         let _ = writeln!(row, " {chosen} |");
         out.push_str(&row);

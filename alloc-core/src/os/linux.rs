@@ -420,6 +420,12 @@ static RSEQ_STATE: AtomicU32 = AtomicU32::new(0);
 
 /// Looks up glibc's rseq area once (at start-up; `dlsym` may use glibc's
 /// malloc, never ours). Returns whether reads of the CPU id can use it.
+///
+/// glibc registers one rseq area per thread (unless told not to with
+/// `GLIBC_TUNABLES=glibc.pthread.rseq=0`, or under a tool such as valgrind
+/// that does not provide rseq): it lies at the thread pointer plus
+/// `__rseq_offset`, and `__rseq_size` is 0 when there is none. The engine
+/// never registers an area of its own.
 pub fn init_rseq() -> bool {
     if RSEQ_STATE.load(Ordering::Acquire) != 0 {
         return RSEQ_STATE.load(Ordering::Relaxed) == 1;
@@ -435,37 +441,114 @@ pub fn init_rseq() -> bool {
         // `__rseq_size` as an `unsigned int`; both are constant after start.
         let (offset, size) = unsafe { (*(offset as *const isize), *(size as *const u32)) };
         RSEQ_OFFSET.store(offset, Ordering::Relaxed);
-        size >= 8
+        // `cpu_id_start`, `cpu_id`, `rseq_cs` and `flags`: the original
+        // 20 bytes of the ABI, all a critical section needs.
+        size >= 20
     };
     RSEQ_STATE.store(if usable { 1 } else { 2 }, Ordering::Release);
+    // A size but no CPU id (-1: registration failed, e.g. under a tool
+    // that does not provide rseq): not usable either.
+    if usable && current_rseq_cpu().is_none() {
+        RSEQ_STATE.store(2, Ordering::Release);
+        return false;
+    }
     usable
+}
+
+/// True when glibc's rseq area is registered for this process.
+pub fn rseq_available() -> bool {
+    RSEQ_STATE.load(Ordering::Acquire) == 1
+}
+
+/// The calling thread's rseq area (`struct rseq`: `cpu_id` at offset 4,
+/// `rseq_cs` at offset 8), or null where there is none.
+#[inline(always)]
+pub fn rseq_area() -> *mut u8 {
+    if RSEQ_STATE.load(Ordering::Relaxed) != 1 {
+        return ptr::null_mut();
+    }
+    thread_pointer().wrapping_add_signed(RSEQ_OFFSET.load(Ordering::Relaxed)) as *mut u8
+}
+
+/// The thread pointer (`%fs:0` on x86-64 Linux: the thread control block's
+/// own address).
+#[inline(always)]
+fn thread_pointer() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let pointer: usize;
+        // SAFETY: on x86-64 Linux, %fs:0 holds the thread control block's
+        // own address; reading it has no side effects.
+        unsafe {
+            core::arch::asm!("mov {}, fs:0", out(reg) pointer, options(nostack, readonly, preserves_flags))
+        };
+        pointer
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}
+
+/// The CPU id the kernel keeps in the rseq area, if registered and set.
+fn current_rseq_cpu() -> Option<u32> {
+    let area = rseq_area();
+    if area.is_null() {
+        return None;
+    }
+    // SAFETY: glibc registered an rseq area of at least 20 bytes at
+    // `thread pointer + __rseq_offset` for every thread (`init_rseq`);
+    // `cpu_id` is the u32 at offset 4, written by the kernel, hence the
+    // volatile read.
+    let cpu = unsafe { ptr::read_volatile(area.wrapping_add(4) as *const u32) };
+    ((cpu as i32) >= 0).then_some(cpu)
+}
+
+const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ: libc::c_int = 1 << 7;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ: libc::c_int = 1 << 8;
+const MEMBARRIER_CMD_FLAG_CPU: libc::c_uint = 1;
+
+/// Registers the process for `membarrier(PRIVATE_EXPEDITED_RSEQ)`; false
+/// where the kernel has no such command. Once per process (a fork child
+/// registers again: the registration belongs to the address space).
+pub fn membarrier_register_rseq() -> bool {
+    // SAFETY: membarrier takes integer arguments only.
+    let supported =
+        unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_QUERY, 0u32, 0i32) };
+    if supported < 0 || supported & libc::c_long::from(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0 {
+        return false;
+    }
+    // SAFETY: as above.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ,
+            0u32,
+            0i32,
+        )
+    };
+    rc == 0
+}
+
+/// Restarts every rseq critical section running on `cpu` and waits until
+/// none that began before this call is still running there
+/// (`membarrier(PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, cpu)`).
+pub fn membarrier_rseq_cpu(cpu: u32) -> bool {
+    // SAFETY: membarrier takes integer arguments only.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+            MEMBARRIER_CMD_FLAG_CPU,
+            cpu as libc::c_int,
+        )
+    };
+    rc == 0
 }
 
 /// The CPU the calling thread runs on: the rseq area's `cpu_id`, kept
 /// current by the kernel at every migration (one load), else `getcpu`.
 pub fn current_cpu_fast() -> Option<u32> {
-    if RSEQ_STATE.load(Ordering::Relaxed) == 1 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let thread_pointer: usize;
-            // SAFETY: on x86-64 Linux, %fs:0 holds the thread control
-            // block's own address (the thread pointer); reading it has no
-            // side effects.
-            unsafe {
-                core::arch::asm!("mov {}, fs:0", out(reg) thread_pointer, options(nostack, readonly, preserves_flags))
-            };
-            let area = thread_pointer.wrapping_add_signed(RSEQ_OFFSET.load(Ordering::Relaxed));
-            // SAFETY: glibc registered an rseq area of at least 8 bytes at
-            // `thread pointer + __rseq_offset` for every thread (checked in
-            // `init_rseq`); `cpu_id` is the u32 at offset 4, written by the
-            // kernel, hence the volatile read.
-            let cpu = unsafe { core::ptr::read_volatile(area.wrapping_add(4) as *const u32) };
-            if (cpu as i32) >= 0 {
-                return Some(cpu);
-            }
-        }
-    }
-    current_cpu()
+    current_rseq_cpu().or_else(current_cpu)
 }
 
 /// How slab memory is tied to its node.

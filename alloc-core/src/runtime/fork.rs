@@ -87,4 +87,5 @@ pub(super) extern "C" fn child() {
         // `fork()` runs this in the thread that ran `prepare`.
         release_all();
     }
+    crate::percpu::after_fork_in_child();
 }

@@ -112,6 +112,7 @@ fn init_slow() -> bool {
 fn init_once() -> bool {
     let nodes = node::discover_node_count();
     crate::topology::init_simulated();
+    crate::percpu::init();
     if !arena::init(nodes) {
         os::write_stderr(
             b"sheafalloc: could not reserve address space for the arena; allocations will fail\n",

@@ -50,6 +50,9 @@ pub fn purge() -> u64 {
     if !init::is_ready() {
         return 0;
     }
+    if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+        crate::percpu::drain_all();
+    }
     let mut returned: u64 = 0;
     for node in NodeId::all() {
         for class in SizeClass::all() {

@@ -159,6 +159,12 @@ pub fn tick(now_ms: u64) {
 /// most `capacity`, at once: the next free above it takes the slow path,
 /// which trims the thread's sheaves to the cache's capacity.
 pub fn clamp_threads(class: SizeClass, capacity: u32) {
+    if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+        // The CPUs hold the sheaves: empty them; the next sheaf each CPU
+        // installs has the new capacity.
+        crate::percpu::drain_class(Some(class));
+        return;
+    }
     with_threads(|threads| {
         for thread in threads {
             thread.clamp_capacity(class, capacity);

@@ -31,6 +31,11 @@ impl ThreadCache {
             return;
         }
         let _guard = SlowPathGuard::enter(self);
+        if !self.rseq.get().is_null() {
+            // Per-CPU mode: the thread holds no sheaves; the CPUs do.
+            crate::percpu::drain_all();
+            return;
+        }
         // A thread that moved since its last slow path gives everything
         // back and starts over on the node it is on now.
         match crate::topology::node_of_current_cpu() {
@@ -74,7 +79,12 @@ impl ThreadCache {
         if self.state.get() != ThreadState::Active {
             return;
         }
-        self.flush_all();
+        if self.rseq.get().is_null() {
+            self.flush_all();
+        }
+        // Per-CPU mode: the thread holds no sheaves, nothing to flush; from
+        // now on (later thread-exit destructors) it allocates uncached.
+        self.rseq.set(core::ptr::null_mut());
         runtime::unregister(self);
         self.node_span.set(0);
         self.state.set(ThreadState::Dead);
@@ -118,8 +128,15 @@ impl ThreadCache {
         let node = crate::topology::node_for_new_thread();
         self.node.set(node);
         self.node_base.set(arena::node_base(node));
-        self.node_span.set(arena::node_span());
         self.state.set(ThreadState::Active);
+        if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+            // The CPUs hold the sheaves: the thread's hot slots stay empty
+            // and its locality test always fails, so its fast paths go
+            // straight to the per-CPU ones.
+            self.rseq.set(crate::os::rseq_area());
+        } else {
+            self.node_span.set(arena::node_span());
+        }
         self.owner_thread
             .store(crate::os::current_thread(), Relaxed);
         runtime::register(self);
@@ -127,8 +144,19 @@ impl ThreadCache {
     }
 }
 
-/// Takes one object straight from the slabs of `node` (no thread cache).
+/// Takes one object straight from the slabs of `node` (no thread cache),
+/// counted as an allocation of no thread.
 pub fn uncached_alloc(node: NodeId, class: SizeClass) -> *mut u8 {
+    let object = slab_alloc_one(node, class);
+    if !object.is_null() {
+        CacheCounters::add(&cache(class).counters.allocs_folded, 1);
+    }
+    object
+}
+
+/// One object straight from the slabs of `node`, not counted (the caller
+/// counts it).
+pub(crate) fn slab_alloc_one(node: NodeId, class: SizeClass) -> *mut u8 {
     if !runtime::ensure_init() {
         return ptr::null_mut();
     }
@@ -136,24 +164,36 @@ pub fn uncached_alloc(node: NodeId, class: SizeClass) -> *mut u8 {
     if cache::refill_from_slabs(node, class, &mut object) == 0 {
         return ptr::null_mut();
     }
-    CacheCounters::add(&cache(class).counters.allocs_folded, 1);
-    object[0]
+    let [object] = object;
+    object
 }
 
-/// Returns one object straight to its home slab (no thread cache).
+/// Returns one object straight to its home slab (no thread cache), counted
+/// as a free of no thread.
 ///
 /// # Safety
 ///
 /// 1. `object` was allocated for `class` by this allocator and is no
 ///    longer used.
 pub unsafe fn uncached_free(class: SizeClass, object: *mut u8) {
+    // SAFETY: duty 1.
+    unsafe { slab_free_one(class, object) };
+    CacheCounters::add(&cache(class).counters.frees_folded, 1);
+}
+
+/// Returns one object straight to its home slab, not counted (the caller
+/// counts it).
+///
+/// # Safety
+///
+/// 1. As [`uncached_free`].
+pub(crate) unsafe fn slab_free_one(class: SizeClass, object: *mut u8) {
     let Some(home) = arena::home_node(object as usize) else {
         crate::invariant!(false, "free of a pointer outside the arena");
         return;
     };
     // SAFETY: duty 1: a free object of `class` whose home is `home`.
     unsafe { cache::flush_to_slabs(home, class, &[object]) };
-    CacheCounters::add(&cache(class).counters.frees_folded, 1);
 }
 
 /// Debug-build guard against re-entering the allocator from its own slow

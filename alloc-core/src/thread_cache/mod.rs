@@ -36,6 +36,8 @@ pub use sheaves::{ClassSheaves, ColdSlot, HotSlot};
 #[cfg(not(loom))]
 pub use engine::ThreadCache;
 #[cfg(not(loom))]
+pub(crate) use life_cycle::{slab_alloc_one, slab_free_one};
+#[cfg(not(loom))]
 pub use life_cycle::{uncached_alloc, uncached_free};
 #[cfg(not(loom))]
 pub(crate) use sheaves::SlotView;
@@ -71,6 +73,9 @@ mod engine {
         #[cfg(debug_assertions)]
         pub(super) in_slow_path: Cell<bool>,
         pub(super) cold: [ColdSlot; NUM_CLASSES],
+        /// The thread's rseq area while per-CPU mode is in force (set at
+        /// attach), else null: the fast paths then use the hot slots.
+        pub(super) rseq: Cell<*mut u8>,
         pub(super) owner_thread: AtomicUsize,
         pub(crate) registry_prev: AtomicPtr<ThreadCache>,
         pub(crate) registry_next: AtomicPtr<ThreadCache>,
@@ -88,6 +93,7 @@ mod engine {
                 #[cfg(debug_assertions)]
                 in_slow_path: Cell::new(false),
                 cold: [const { ColdSlot::new() }; NUM_CLASSES],
+                rseq: Cell::new(ptr::null_mut()),
                 owner_thread: AtomicUsize::new(0),
                 registry_prev: AtomicPtr::new(ptr::null_mut()),
                 registry_next: AtomicPtr::new(ptr::null_mut()),
@@ -107,24 +113,69 @@ mod engine {
             ClassSheaves::new(self.hot(class), cold)
         }
 
-        /// HOT PATH (alloc): pop from the main sheaf, or `None` if it is
-        /// empty or missing. Budget: no atomic RMW, no lock, no call, one
-        /// branch.
+        /// HOT PATH (alloc): pop from the thread's main sheaf, or (per-CPU
+        /// mode) from the current CPU's; `None` if it is empty or missing.
+        /// Budget: no atomic RMW, no lock, no call. In per-CPU mode the
+        /// thread's hot slots stay empty, so the per-thread attempt fails on
+        /// its first branch; in per-thread mode the per-CPU attempt is only
+        /// reached on the way to the slow path.
         #[inline(always)]
         pub fn pop(&self, class: SizeClass) -> Option<*mut u8> {
-            self.hot(class).pop()
+            if let Some(object) = self.hot(class).pop() {
+                return Some(object);
+            }
+            self.pop_per_cpu(class)
         }
 
-        /// HOT PATH (free): push onto the main sheaf if the object's home is
-        /// this thread's node and the sheaf has room; false otherwise.
-        /// Budget: no atomic RMW, no lock, no call, two well-predicted
-        /// branches.
         #[inline(always)]
-        pub fn push(&self, class: SizeClass, object: *mut u8) -> bool {
-            if (object as usize).wrapping_sub(self.node_base.get()) >= self.node_span.get() {
+        fn pop_per_cpu(&self, class: SizeClass) -> Option<*mut u8> {
+            let rseq = self.rseq.get();
+            if rseq.is_null() {
+                return None;
+            }
+            // SAFETY: set at attach to this thread's rseq area, only in
+            // per-CPU mode.
+            let object = unsafe { crate::percpu::pop(rseq, class) }?;
+            self.hot(class).count_alloc();
+            Some(object)
+        }
+
+        /// HOT PATH (free): push onto the thread's main sheaf, or (per-CPU
+        /// mode) the current CPU's, if the object's home is this node and
+        /// the sheaf has room; false otherwise. Budget: as `pop` (in per-CPU
+        /// mode `node_span` is 0, so the per-thread locality test fails).
+        ///
+        /// # Safety
+        ///
+        /// 1. `object` was returned by allocation for `class` (of this
+        ///    allocator) and is no longer used: a pushed pointer is handed
+        ///    out again.
+        #[inline(always)]
+        pub unsafe fn push(&self, class: SizeClass, object: *mut u8) -> bool {
+            if (object as usize).wrapping_sub(self.node_base.get()) < self.node_span.get()
+                && self.hot(class).push(object)
+            {
+                return true;
+            }
+            // SAFETY: duty 1.
+            unsafe { self.push_per_cpu(class, object) }
+        }
+
+        /// # Safety
+        ///
+        /// 1. As [`ThreadCache::push`].
+        #[inline(always)]
+        unsafe fn push_per_cpu(&self, class: SizeClass, object: *mut u8) -> bool {
+            let rseq = self.rseq.get();
+            if rseq.is_null() {
                 return false;
             }
-            self.hot(class).push(object)
+            // SAFETY: as in `pop_per_cpu`; duty 1.
+            if !unsafe { crate::percpu::push(rseq, class, object) } {
+                return false;
+            }
+            self.hot(class).count_free();
+            true
         }
 
         /// Slow path of allocation: main is empty or missing. Returns null
@@ -137,10 +188,19 @@ mod engine {
             }
             let _guard = SlowPathGuard::enter(self);
             CacheCounters::add(&cache(class).counters.slow_path_allocs, 1);
-            self.follow_node();
-            let object = self
-                .sheaves(class)
-                .alloc_slow(&ClassDepot::of(class), self.node.get());
+            let rseq = self.rseq.get();
+            let object = if rseq.is_null() {
+                self.follow_node();
+                self.sheaves(class)
+                    .alloc_slow(&ClassDepot::of(class), self.node.get())
+            } else {
+                // SAFETY: the thread's rseq area, in per-CPU mode.
+                let object = unsafe { crate::percpu::alloc_slow(rseq, class) };
+                if !object.is_null() {
+                    self.hot(class).count_alloc();
+                }
+                object
+            };
             runtime::periodic();
             object
         }
@@ -160,9 +220,15 @@ mod engine {
                 return unsafe { super::uncached_free(class, object) };
             }
             let _guard = SlowPathGuard::enter(self);
+            CacheCounters::add(&cache(class).counters.slow_path_frees, 1);
+            let rseq = self.rseq.get();
+            if !rseq.is_null() {
+                self.hot(class).count_free();
+                // SAFETY: the thread's rseq area, in per-CPU mode; duty 1.
+                return unsafe { crate::percpu::free_slow(rseq, class, object) };
+            }
             self.follow_node();
             let depot = ClassDepot::of(class);
-            CacheCounters::add(&cache(class).counters.slow_path_frees, 1);
             let node = self.node.get();
             match arena::home_node(object as usize) {
                 // SAFETY: duty 1; the object's home is this thread's node.
@@ -189,11 +255,18 @@ mod engine {
         /// Sheaf capacity of the installed main sheaf of `class` in this
         /// thread (0 if none is installed).
         pub fn main_capacity(&self, class: SizeClass) -> u32 {
+            if !self.rseq.get().is_null() {
+                return crate::percpu::current_main_capacity(class);
+            }
             self.hot(class).capacity()
         }
 
-        /// The node this thread allocates on.
+        /// The node this thread allocates on (per-CPU mode: its current
+        /// CPU's).
         pub fn node(&self) -> NodeId {
+            if !self.rseq.get().is_null() {
+                return crate::percpu::current_node();
+            }
             self.node.get()
         }
     }

@@ -85,8 +85,17 @@ impl HotSlot {
         self.capacity.fetch_min(capacity, SeqCst);
     }
 
-    /// Counts a free that did not go through `push` (remote, or straight
-    /// to the slabs).
+    /// Counts an allocation made without `pop` (per-CPU mode).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn count_alloc(&self) {
+        self.allocs
+            .store(self.allocs.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
+    /// Counts a free that did not go through `push` (remote, straight to
+    /// the slabs, or per-CPU mode).
+    #[inline(always)]
     pub(crate) fn count_free(&self) {
         self.frees
             .store(self.frees.load(Relaxed).wrapping_add(1), Relaxed);

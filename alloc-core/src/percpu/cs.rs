@@ -1,0 +1,255 @@
+//! The restartable critical sections of the per-CPU caches (x86-64 Linux).
+//!
+//! Each operation is one rseq critical section (see `rseq(2)` and the
+//! kernel's `include/uapi/linux/rseq.h`) that
+//!
+//! 1. points the thread's rseq area's `rseq_cs` at the section's
+//!    descriptor (kept in the `__rseq_cs` section: version, flags, start,
+//!    length up to the commit, abort address);
+//! 2. reads the CPU id **inside** the section, and everything it depends
+//!    on after it (the CPU's cache, the slot, the sheaf);
+//! 3. ends in **one committing store** (a sheaf's length, or a slot).
+//!
+//! If the thread is preempted, migrated or interrupted by a signal before
+//! the commit, the kernel moves it to the abort handler, which starts the
+//! section over (it re-arms `rseq_cs`: the kernel cleared it). The abort
+//! handler is preceded by glibc's signature for x86-64, `0x53053053`, which
+//! the kernel checks. Labels are numeric and local (`2:`, `4b`), so the
+//! sections may be inlined any number of times; each copy has its own
+//! descriptor. Only the documented ABI is used: `cpu_id` (offset 4) and
+//! `rseq_cs` (offset 8); nothing relies on how the kernel rewrites
+//! `cpu_id_start`.
+//!
+//! A store before the commit is harmless if the section restarts: the push
+//! writes the object into the slot above the sheaf's length, which nobody
+//! reads until a committed length covers it.
+
+use core::mem::offset_of;
+use core::sync::atomic::AtomicPtr;
+
+use super::CpuCache;
+use crate::sheaf::Sheaf;
+use crate::topology::MAX_CPUS;
+
+const LEN: usize = offset_of!(Sheaf, len);
+const CAPACITY: usize = offset_of!(Sheaf, capacity);
+const NODE: usize = offset_of!(Sheaf, node);
+const OBJECTS: usize = offset_of!(Sheaf, objects);
+const STOPPED: usize = offset_of!(CpuCache, stopped);
+
+// The sections read these fields with fixed widths.
+const _: () = assert!(LEN == 0 && CAPACITY == 4);
+const _: () = assert!(core::mem::size_of::<crate::node::NodeId>() == 2);
+const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1);
+
+/// Pops an object from the sheaf in slot `slot` (a byte offset into
+/// [`CpuCache`]) of the current CPU's cache; null if the CPU has no cache
+/// or the sheaf is empty.
+///
+/// # Safety
+///
+/// 1. `rseq` is the calling thread's registered rseq area.
+/// 2. `table` is the table of [`super::CPU_CACHES`]: every non-null entry
+///    points to a live `CpuCache`, whose slot at `slot` always holds a
+///    valid sheaf (the empty sheaf when there is none).
+#[inline(always)]
+pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize) -> *mut u8 {
+    let object: *mut u8;
+    // SAFETY: duties 1 and 2: every address the section touches is the
+    // rseq area, the table, a live cache and a live sheaf; it writes only
+    // `rseq_cs` and, as its commit, the sheaf's length.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "lea {tmp}, [rip + 3f]",
+            "mov qword ptr [{rseq} + 8], {tmp}",
+            "4:",
+            "mov {tmp:e}, dword ptr [{rseq} + 4]",
+            "cmp {tmp:e}, {max_cpus}",
+            "jae 7f",
+            "mov {cache}, qword ptr [{table} + {tmp}*8]",
+            "test {cache}, {cache}",
+            "jz 7f",
+            "mov {sheaf}, qword ptr [{cache} + {slot}]",
+            "mov {len:e}, dword ptr [{sheaf} + {len_off}]",
+            "test {len:e}, {len:e}",
+            "jz 7f",
+            "sub {len:e}, 1",
+            "mov {object}, qword ptr [{sheaf} + {len}*8 + {objects}]",
+            "mov dword ptr [{sheaf} + {len_off}], {len:e}",
+            "5:",
+            "jmp 8f",
+            ".long 0x53053053",
+            "6:",
+            "jmp 2b",
+            "7:",
+            "xor {object:e}, {object:e}",
+            "8:",
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "3:",
+            ".long 0, 0",
+            ".quad 4b, 5b - 4b, 6b",
+            ".popsection",
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            slot = in(reg) slot,
+            object = out(reg) object,
+            tmp = out(reg) _,
+            cache = out(reg) _,
+            sheaf = out(reg) _,
+            len = out(reg) _,
+            max_cpus = const MAX_CPUS,
+            len_off = const LEN,
+            objects = const OBJECTS,
+            options(nostack),
+        );
+    }
+    object
+}
+
+/// Pushes `object` onto the sheaf in slot `slot` of the current CPU's
+/// cache if that sheaf's objects have home `home` and it has room; false
+/// otherwise.
+///
+/// # Safety
+///
+/// 1. and 2. as [`pop`].
+#[inline(always)]
+pub unsafe fn push(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    slot: usize,
+    object: *mut u8,
+    home: u16,
+) -> bool {
+    let ok: u32;
+    // SAFETY: as in `pop`; the store into the sheaf's array lies above its
+    // committed length and below its capacity, inside its storage.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "lea {tmp}, [rip + 3f]",
+            "mov qword ptr [{rseq} + 8], {tmp}",
+            "4:",
+            "mov {tmp:e}, dword ptr [{rseq} + 4]",
+            "cmp {tmp:e}, {max_cpus}",
+            "jae 7f",
+            "mov {cache}, qword ptr [{table} + {tmp}*8]",
+            "test {cache}, {cache}",
+            "jz 7f",
+            "mov {sheaf}, qword ptr [{cache} + {slot}]",
+            "movzx {tmp:e}, word ptr [{sheaf} + {node_off}]",
+            "cmp {tmp:e}, {home:e}",
+            "jne 7f",
+            "mov {len:e}, dword ptr [{sheaf} + {len_off}]",
+            "cmp {len:e}, dword ptr [{sheaf} + {capacity_off}]",
+            "jae 7f",
+            "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
+            "add {len:e}, 1",
+            "mov dword ptr [{sheaf} + {len_off}], {len:e}",
+            "5:",
+            "mov {ok:e}, 1",
+            "jmp 8f",
+            ".long 0x53053053",
+            "6:",
+            "jmp 2b",
+            "7:",
+            "xor {ok:e}, {ok:e}",
+            "8:",
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "3:",
+            ".long 0, 0",
+            ".quad 4b, 5b - 4b, 6b",
+            ".popsection",
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            slot = in(reg) slot,
+            object = in(reg) object,
+            home = in(reg) u32::from(home),
+            ok = out(reg) ok,
+            tmp = out(reg) _,
+            cache = out(reg) _,
+            sheaf = out(reg) _,
+            len = out(reg) _,
+            max_cpus = const MAX_CPUS,
+            len_off = const LEN,
+            capacity_off = const CAPACITY,
+            node_off = const NODE,
+            objects = const OBJECTS,
+            options(nostack),
+        );
+    }
+    ok != 0
+}
+
+/// Replaces the sheaf in slot `slot` of CPU `cpu`'s cache with `new` if the
+/// caller runs on `cpu`, the cache is not stopped, and the slot holds
+/// `expected`; true if it did. Whoever replaces a sheaf owns it from then
+/// on: no other section can still be using it (they ran on this CPU, so
+/// they restarted, and a drain stops the cache first).
+///
+/// # Safety
+///
+/// 1. and 2. as [`pop`]; `cpu < MAX_CPUS`.
+/// 3. `new` is a valid sheaf the caller owns and gives to the slot on
+///    success.
+#[inline(never)]
+pub unsafe fn replace(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    cpu: u32,
+    slot: usize,
+    expected: *mut Sheaf,
+    new: *mut Sheaf,
+) -> bool {
+    let ok: u32;
+    // SAFETY: as in `pop`; the commit is the store of `new` into the slot.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "lea {tmp}, [rip + 3f]",
+            "mov qword ptr [{rseq} + 8], {tmp}",
+            "4:",
+            "mov {tmp:e}, dword ptr [{rseq} + 4]",
+            "cmp {tmp:e}, {want:e}",
+            "jne 7f",
+            "mov {cache}, qword ptr [{table} + {tmp}*8]",
+            "test {cache}, {cache}",
+            "jz 7f",
+            "cmp byte ptr [{cache} + {stopped}], 0",
+            "jne 7f",
+            "cmp qword ptr [{cache} + {slot}], {expected}",
+            "jne 7f",
+            "mov qword ptr [{cache} + {slot}], {new}",
+            "5:",
+            "mov {ok:e}, 1",
+            "jmp 8f",
+            ".long 0x53053053",
+            "6:",
+            "jmp 2b",
+            "7:",
+            "xor {ok:e}, {ok:e}",
+            "8:",
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "3:",
+            ".long 0, 0",
+            ".quad 4b, 5b - 4b, 6b",
+            ".popsection",
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            want = in(reg) cpu,
+            slot = in(reg) slot,
+            expected = in(reg) expected,
+            new = in(reg) new,
+            ok = out(reg) ok,
+            tmp = out(reg) _,
+            cache = out(reg) _,
+            stopped = const STOPPED,
+            options(nostack),
+        );
+    }
+    ok != 0
+}

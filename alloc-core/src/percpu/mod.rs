@@ -1,0 +1,412 @@
+//! Per-CPU sheaves: the kernel's design, in user space, with restartable
+//! sequences.
+//!
+//! Each CPU has a [`CpuCache`]: for every size class a *main* sheaf, a
+//! *spare* and a *remote* batch (objects freed on this CPU whose home is
+//! another node), each slot a pointer to a sheaf (the shared empty sheaf
+//! when there is none). A thread allocates by popping from its current
+//! CPU's main sheaf and frees by pushing onto it, in one restartable
+//! critical section each (`cs.rs`); it holds no sheaves of its own, so a
+//! thread that goes idle holds nothing, and the memory sheaves hold is
+//! bounded by CPUs, not by threads.
+//!
+//! # When it is used
+//!
+//! Where glibc registered an rseq area for the process (glibc ≥ 2.35 on
+//! Linux, unless `GLIBC_TUNABLES=glibc.pthread.rseq=0`; not under valgrind
+//! or rr), on x86-64, when the kernel offers
+//! `membarrier(PRIVATE_EXPEDITED_RSEQ)` (needed to drain another CPU's
+//! sheaves), and unless `SHEAFALLOC_PERCPU=off`. Elsewhere the per-thread
+//! sheaves of `thread_cache` run, unchanged. [`mode`] says which.
+//!
+//! # Slow paths and drains
+//!
+//! Exchanges (`slow.rs`) detach and install sheaves with a critical
+//! section that replaces one slot if it still holds the sheaf the caller
+//! saw; the caller owns what it replaced. Another thread (purge, the slab
+//! decay, the auto-tuner lowering a capacity) empties a CPU's cache with
+//! [`drain`]: it marks the cache stopped (replace sections refuse),
+//! restarts every section on that CPU with `membarrier`, swaps every slot
+//! for the empty sheaf, restarts them once more (a pop or push that read a
+//! slot before the swap commits before this returns), and then owns the
+//! sheaves it swapped out.
+
+#[cfg(target_arch = "x86_64")]
+mod cs;
+mod drain;
+mod slow;
+
+use core::mem::offset_of;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+
+use crate::node::NodeId;
+use crate::os;
+use crate::sheaf::{Sheaf, SHEAF_CAPACITY_MAX};
+use crate::size_class::{SizeClass, NUM_CLASSES};
+use crate::topology::MAX_CPUS;
+
+pub use drain::{drain, drain_all, drain_class};
+pub use slow::{alloc_slow, free_slow};
+
+/// One CPU's sheaves.
+///
+/// Invariants: every slot holds a valid sheaf: [`empty_sheaf`] or a sheaf
+/// of the slot's class owned by the slot; main and spare sheaves hold
+/// objects whose home is `node`; a remote batch holds objects whose home is
+/// its own `node`. Slots change only in a restartable section running on
+/// this CPU (`cs::replace`, refused while `stopped`), or in a drain
+/// (`drain.rs`) while `stopped`.
+#[repr(C)]
+pub struct CpuCache {
+    main: [AtomicPtr<Sheaf>; NUM_CLASSES],
+    spare: [AtomicPtr<Sheaf>; NUM_CLASSES],
+    remote: [AtomicPtr<Sheaf>; NUM_CLASSES],
+    /// Nonzero while a drain empties the cache.
+    pub(crate) stopped: AtomicU8,
+    /// The node whose objects the main and spare sheaves hold (a drain
+    /// changes it, when the topology moved the CPU to another node).
+    node: AtomicU8,
+    /// Operations that reached a slow path here (for statistics and the
+    /// decay's idle check).
+    slow_paths: AtomicU64,
+}
+
+/// Which slot of a class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    Main,
+    Spare,
+    Remote,
+}
+
+impl Slot {
+    /// Byte offset of the slot of `class` in a [`CpuCache`].
+    #[inline(always)]
+    pub(crate) fn offset(self, class: SizeClass) -> usize {
+        let array = match self {
+            Slot::Main => offset_of!(CpuCache, main),
+            Slot::Spare => offset_of!(CpuCache, spare),
+            Slot::Remote => offset_of!(CpuCache, remote),
+        };
+        // Cannot wrap: `class.index() < NUM_CLASSES`, three arrays of 97
+        // pointers.
+        array.wrapping_add(class.index().wrapping_mul(core::mem::size_of::<usize>()))
+    }
+}
+
+impl CpuCache {
+    /// The slot of `class`.
+    pub(crate) fn slot(&self, slot: Slot, class: SizeClass) -> &AtomicPtr<Sheaf> {
+        let array = match slot {
+            Slot::Main => &self.main,
+            Slot::Spare => &self.spare,
+            Slot::Remote => &self.remote,
+        };
+        // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+        unsafe { array.get_unchecked(class.index()) }
+    }
+
+    /// The node of this CPU's sheaves.
+    pub(crate) fn node(&self) -> NodeId {
+        NodeId::new(usize::from(self.node.load(Ordering::Acquire))).unwrap_or(NodeId::ZERO)
+    }
+}
+
+/// The caches of every CPU, made on first use.
+pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; MAX_CPUS] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CPUS];
+
+/// A sheaf that is always empty and has no room: what a slot holds when it
+/// has no sheaf, so every section can follow a slot without a null check.
+/// Never written: a pop finds it empty, a push finds it full, and nobody
+/// owns it.
+struct EmptySheaf(core::cell::UnsafeCell<Sheaf>);
+
+// SAFETY: the empty sheaf is never written (see above), so sharing it is
+// sharing a constant.
+unsafe impl Sync for EmptySheaf {}
+
+static EMPTY: EmptySheaf = EmptySheaf(core::cell::UnsafeCell::new(Sheaf {
+    len: 0,
+    capacity: 0,
+    next: ptr::null_mut(),
+    node: NodeId::ZERO,
+    class: SizeClass::FIRST,
+    objects: [ptr::null_mut(); SHEAF_CAPACITY_MAX as usize],
+}));
+
+/// The shared empty sheaf.
+pub(crate) fn empty_sheaf() -> *mut Sheaf {
+    EMPTY.0.get()
+}
+
+/// Which caches the engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheMode {
+    /// Per-CPU sheaves with restartable sequences.
+    PerCpu,
+    /// Per-thread sheaves (rseq or membarrier unavailable, or turned off).
+    PerThread,
+}
+
+impl CacheMode {
+    /// The name reports use: `per-cpu` or `per-thread`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::PerCpu => "per-cpu",
+            Self::PerThread => "per-thread",
+        }
+    }
+}
+
+const UNDECIDED: u8 = 0;
+const PER_CPU: u8 = 1;
+const PER_THREAD: u8 = 2;
+static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+/// The mode in force (per-thread until initialisation decided).
+pub fn mode() -> CacheMode {
+    if MODE.load(Ordering::Acquire) == PER_CPU {
+        CacheMode::PerCpu
+    } else {
+        CacheMode::PerThread
+    }
+}
+
+/// Why per-CPU mode is not in force, for reports (`None` when it is).
+pub fn fallback_reason() -> Option<&'static str> {
+    match FALLBACK.load(Ordering::Acquire) {
+        0 => None,
+        1 => Some("SHEAFALLOC_PERCPU=off"),
+        2 => Some("no rseq area registered by glibc"),
+        3 => Some("membarrier(PRIVATE_EXPEDITED_RSEQ) unavailable"),
+        5 => Some("simulated nodes given to threads round-robin (more nodes than CPUs)"),
+        _ => Some("not x86-64"),
+    }
+}
+static FALLBACK: AtomicU8 = AtomicU8::new(0);
+
+/// Decides the mode, once, during the engine's initialisation (after
+/// `os::init_rseq`).
+pub(crate) fn init() {
+    if MODE.load(Ordering::Acquire) != UNDECIDED {
+        return;
+    }
+    let reason = if matches!(
+        os::env(c"SHEAFALLOC_PERCPU"),
+        Some(b"off" | b"0" | b"false")
+    ) {
+        1
+    } else if crate::topology::threads_round_robin() {
+        5
+    } else if !cfg!(target_arch = "x86_64") {
+        4
+    } else if !os::rseq_available() {
+        2
+    } else if !os::membarrier_register_rseq() {
+        3
+    } else {
+        0
+    };
+    FALLBACK.store(reason, Ordering::Release);
+    MODE.store(
+        if reason == 0 { PER_CPU } else { PER_THREAD },
+        Ordering::Release,
+    );
+}
+
+/// A fork child: no drain runs in it (only the forking thread exists, and
+/// it was in `fork()`), so no cache stays stopped; and the membarrier
+/// registration belongs to the address space, which is new.
+pub(crate) fn after_fork_in_child() {
+    if MODE.load(Ordering::Acquire) != PER_CPU {
+        return;
+    }
+    for entry in &CPU_CACHES {
+        if let Some(cache) = NonNull::new(entry.load(Ordering::Acquire)) {
+            // SAFETY: published caches live for the process.
+            unsafe { cache.as_ref() }
+                .stopped
+                .store(0, Ordering::Release);
+        }
+    }
+    if !os::membarrier_register_rseq() {
+        // Without membarrier no drain is safe: stop draining (memory stays
+        // in the CPUs' sheaves, bounded by CPUs).
+        FALLBACK.store(3, Ordering::Release);
+    }
+}
+
+/// Whether drains may run (membarrier registered).
+pub(crate) fn can_drain() -> bool {
+    FALLBACK.load(Ordering::Acquire) == 0
+}
+
+/// HOT PATH (alloc, per-CPU mode): pop from the current CPU's main sheaf of
+/// `class`; `None` if it is empty or the CPU has no cache yet.
+///
+/// # Safety
+///
+/// 1. `rseq` is the calling thread's registered rseq area, and per-CPU mode
+///    is in force.
+#[inline(always)]
+pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: duty 1; the table's entries point to live caches whose
+        // slots always hold valid sheaves (CpuCache invariant).
+        let object = unsafe { cs::pop(rseq, CPU_CACHES.as_ptr(), Slot::Main.offset(class)) };
+        NonNull::new(object).map(NonNull::as_ptr)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rseq, class);
+        None
+    }
+}
+
+/// HOT PATH (free, per-CPU mode): push onto the current CPU's main sheaf of
+/// `class` if the object's home is that CPU's node and the sheaf has room.
+///
+/// # Safety
+///
+/// 1. As [`pop`]; `object` is a free object of `class`.
+#[inline(always)]
+pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // The home node is arithmetic on the address; an address outside
+        // the arena gives a number no sheaf has, and the slow path sorts it.
+        let home = crate::arena::home_index_fast(object as usize);
+        // SAFETY: duty 1, as in `pop`.
+        unsafe {
+            cs::push(
+                rseq,
+                CPU_CACHES.as_ptr(),
+                Slot::Main.offset(class),
+                object,
+                home,
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rseq, class, object);
+        false
+    }
+}
+
+/// The cache of `cpu`, made (with every slot empty) if it has none.
+/// `None` only if the OS refuses memory.
+pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
+    let entry = CPU_CACHES.get(cpu as usize)?;
+    let existing = entry.load(Ordering::Acquire);
+    if let Some(cache) = NonNull::new(existing) {
+        // SAFETY: entries point to caches that live for the process.
+        return Some(unsafe { cache.as_ref() });
+    }
+    let bytes = core::mem::size_of::<CpuCache>().next_multiple_of(os::page_size());
+    let block = os::map(bytes, os::page_size())?;
+    let cache = block.as_ptr().cast::<CpuCache>();
+    let node = crate::topology::node_of_cpu(cpu);
+    // SAFETY: a fresh mapping, page-aligned, large enough for a CpuCache,
+    // owned by this call until published below. The fields are atomics and
+    // integers: writing each initialises it.
+    unsafe {
+        for class in SizeClass::all() {
+            for slot in [Slot::Main, Slot::Spare, Slot::Remote] {
+                let field = block
+                    .as_ptr()
+                    .add(slot.offset(class))
+                    .cast::<AtomicPtr<Sheaf>>();
+                field.write(AtomicPtr::new(empty_sheaf()));
+            }
+        }
+        ptr::addr_of_mut!((*cache).stopped).write(AtomicU8::new(0));
+        ptr::addr_of_mut!((*cache).node).write(AtomicU8::new(node.index() as u8));
+        ptr::addr_of_mut!((*cache).slow_paths).write(AtomicU64::new(0));
+    }
+    match entry.compare_exchange(ptr::null_mut(), cache, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: published; lives for the process.
+        Ok(_) => Some(unsafe { &*cache }),
+        Err(winner) => {
+            // SAFETY: our mapping was never published.
+            unsafe { os::unmap(block, bytes) };
+            // SAFETY: the winner's cache lives for the process.
+            NonNull::new(winner).map(|cache| unsafe { &*cache.as_ptr() })
+        }
+    }
+}
+
+/// What statistics readers see of one class in the per-CPU caches: objects
+/// in main sheaves, and the smallest and largest capacity of a main sheaf
+/// in use (racy by design).
+pub(crate) fn view(class: SizeClass) -> (u64, u32, u32) {
+    let (mut objects, mut min, mut max) = (0u64, u32::MAX, 0u32);
+    for entry in &CPU_CACHES {
+        let Some(cache) = NonNull::new(entry.load(Ordering::Acquire)) else {
+            continue;
+        };
+        // SAFETY: published caches live for the process.
+        let sheaf = unsafe { cache.as_ref() }
+            .slot(Slot::Main, class)
+            .load(Ordering::Acquire);
+        if sheaf == empty_sheaf() {
+            continue;
+        }
+        // SAFETY: a slot's sheaf stays allocated (sheaves are never
+        // unmapped); `len` and `capacity` are aligned words the owning
+        // CPU's sections write whole, read here as racy snapshots.
+        let (len, capacity) = unsafe {
+            (
+                core::ptr::read_volatile(ptr::addr_of!((*sheaf).len)),
+                core::ptr::read_volatile(ptr::addr_of!((*sheaf).capacity)),
+            )
+        };
+        objects = objects.saturating_add(u64::from(len));
+        min = min.min(capacity);
+        max = max.max(capacity);
+    }
+    (objects, if max == 0 { 0 } else { min }, max)
+}
+
+/// The node the calling thread allocates on in per-CPU mode: its current
+/// CPU's.
+pub fn current_node() -> NodeId {
+    let Some(cpu) = os::current_cpu_fast() else {
+        return NodeId::ZERO;
+    };
+    match CPU_CACHES
+        .get(cpu as usize)
+        .and_then(|entry| NonNull::new(entry.load(Ordering::Acquire)))
+    {
+        // SAFETY: published caches live for the process.
+        Some(cache) => unsafe { cache.as_ref() }.node(),
+        None => crate::topology::node_of_cpu(cpu),
+    }
+}
+
+/// Capacity of the current CPU's main sheaf of `class` (0 if none).
+pub fn current_main_capacity(class: SizeClass) -> u32 {
+    let Some(cache) = os::current_cpu_fast()
+        .and_then(|cpu| CPU_CACHES.get(cpu as usize))
+        .and_then(|entry| NonNull::new(entry.load(Ordering::Acquire)))
+    else {
+        return 0;
+    };
+    // SAFETY: published caches live for the process.
+    let sheaf = unsafe { cache.as_ref() }
+        .slot(Slot::Main, class)
+        .load(Ordering::Acquire);
+    // SAFETY: a slot's sheaf stays allocated; racy snapshot of a word.
+    unsafe { core::ptr::read_volatile(ptr::addr_of!((*sheaf).capacity)) }
+}
+
+/// CPUs with a cache.
+pub fn cpus_with_caches() -> usize {
+    CPU_CACHES
+        .iter()
+        .filter(|entry| !entry.load(Ordering::Relaxed).is_null())
+        .count()
+}

@@ -1,0 +1,378 @@
+//! The slow paths of the per-CPU caches: what a thread does when the pop
+//! or push of its CPU's main sheaf fails.
+//!
+//! Every change to a CPU's slots is a `cs::replace` that succeeds only on
+//! that CPU, while the cache is not stopped, if the slot still holds the
+//! sheaf the thread saw; the thread then owns what it replaced, and gives it
+//! on through the exchange protocol (`crate::exchange`) or parks it in an
+//! empty slot. Sheaves to install are prepared outside the sections (barn
+//! trades take locks, refills touch slabs); one that cannot be installed
+//! (the thread moved to another CPU, or another thread got there first)
+//! goes back the same way. After a few failed attempts — a drain is
+//! stopping the cache, or the thread keeps moving — the object comes
+//! straight from (or goes straight to) the slabs, as for a thread without a
+//! cache.
+
+use core::ptr::NonNull;
+use core::sync::atomic::Ordering;
+
+use super::{cache_of, empty_sheaf, CpuCache, Slot};
+use crate::cache::{CacheCounters, ClassDepot};
+use crate::exchange::{self, Depot};
+use crate::node::NodeId;
+use crate::os;
+use crate::sheaf::Sheaf;
+use crate::size_class::SizeClass;
+
+/// Attempts before an operation goes straight to the slabs.
+const ATTEMPTS: usize = 8;
+
+/// One thread's view of one CPU during a slow path.
+struct Here<'a> {
+    rseq: *mut u8,
+    cpu: u32,
+    cache: &'a CpuCache,
+    class: SizeClass,
+}
+
+impl Here<'_> {
+    /// The CPU the thread is on now, its cache made if need be, following a
+    /// topology change first; `None` if the cache is being drained (or
+    /// cannot be made).
+    fn now(rseq: *mut u8, class: SizeClass) -> Option<Self> {
+        let cpu = os::current_cpu_fast()?;
+        let cache = cache_of(cpu)?;
+        if cache.stopped.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let node = crate::topology::node_of_cpu(cpu);
+        if node != cache.node() {
+            super::drain::move_to_node(cpu, cache, node);
+        }
+        cache.slow_paths.fetch_add(1, Ordering::Relaxed);
+        Some(Self {
+            rseq,
+            cpu,
+            cache,
+            class,
+        })
+    }
+
+    fn node(&self) -> NodeId {
+        self.cache.node()
+    }
+
+    fn load(&self, slot: Slot) -> *mut Sheaf {
+        self.cache.slot(slot, self.class).load(Ordering::Acquire)
+    }
+
+    /// Replaces `expected` with `new` in `slot`; true if the caller now
+    /// owns `expected` (and the slot owns `new`).
+    fn replace(&self, slot: Slot, expected: *mut Sheaf, new: *mut Sheaf) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `rseq` is the thread's area (the callers' duty),
+            // `cpu < MAX_CPUS` (it has a cache), and `new` is a valid sheaf
+            // the caller owns (or the empty sheaf).
+            unsafe {
+                super::cs::replace(
+                    self.rseq,
+                    super::CPU_CACHES.as_ptr(),
+                    self.cpu,
+                    slot.offset(self.class),
+                    expected,
+                    new,
+                )
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (slot, expected, new);
+            false
+        }
+    }
+
+    /// Puts an owned sheaf in the spare slot if that is free; otherwise
+    /// sends it away (barn, slabs, pool).
+    fn park<D: Depot>(&self, depot: &D, sheaf: *mut Sheaf) {
+        let Some(owned) = real(sheaf) else {
+            return;
+        };
+        if self.load(Slot::Spare) == empty_sheaf()
+            && self.replace(Slot::Spare, empty_sheaf(), owned.as_ptr())
+        {
+            return;
+        }
+        // SAFETY: owned (taken out of a slot, or prepared by this thread);
+        // its objects' home is its own node.
+        unsafe { exchange::dispose(depot, (*owned.as_ptr()).node, owned) };
+    }
+}
+
+/// `sheaf`, unless it is the shared empty sheaf (which nobody owns).
+fn real(sheaf: *mut Sheaf) -> Option<NonNull<Sheaf>> {
+    if sheaf == empty_sheaf() {
+        None
+    } else {
+        NonNull::new(sheaf)
+    }
+}
+
+/// Sets an owned sheaf to the depot's capacity (objects above a lower one
+/// go to the slabs).
+fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) {
+    let target = depot.sheaf_capacity();
+    // SAFETY: the caller owns the sheaf.
+    let sheaf = unsafe { &mut *sheaf.as_ptr() };
+    if sheaf.capacity != target {
+        let node = sheaf.node;
+        sheaf.resize(target, |excess| {
+            // SAFETY: the objects above `target` are free objects of the
+            // class whose home is the sheaf's node, leaving it now.
+            unsafe { depot.flush(node, excess) }
+        });
+        CacheCounters::add(&depot.counters().sheaf_resizes, 1);
+    }
+}
+
+/// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
+/// `class` is empty. Null only if the OS refuses memory.
+///
+/// # Safety
+///
+/// 1. `rseq` is the calling thread's registered rseq area, and per-CPU
+///    mode is in force.
+pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass) -> *mut u8 {
+    let depot = ClassDepot::of(class);
+    for _ in 0..ATTEMPTS {
+        // SAFETY: duty 1.
+        if let Some(object) = unsafe { super::pop(rseq, class) } {
+            return object;
+        }
+        let Some(here) = Here::now(rseq, class) else {
+            break;
+        };
+        let node = here.node();
+        let main = here.load(Slot::Main);
+        // 1. The spare has objects: swap it in.
+        let spare = here.load(Slot::Spare);
+        // SAFETY: a slot's sheaf stays allocated; `len` is read as a hint
+        // (whoever detaches it reads it again as its owner).
+        if real(spare).is_some() && unsafe { core::ptr::read_volatile(&(*spare).len) } > 0 {
+            if here.replace(Slot::Spare, spare, empty_sheaf()) {
+                if let Some(owned) = real(spare) {
+                    sync_capacity(&depot, owned);
+                }
+                if here.replace(Slot::Main, main, spare) {
+                    CacheCounters::add(&depot.counters().spare_swaps, 1);
+                    here.park(&depot, main);
+                } else {
+                    here.park(&depot, spare);
+                }
+            }
+            continue;
+        }
+        // 2. A full sheaf from the barn, else 3. one refilled from the slabs.
+        let full = match exchange::take_full_alone(&depot, node) {
+            Some(full) => full,
+            None => {
+                let Some(empty) = exchange::empty_sheaf(&depot, node, depot.sheaf_capacity())
+                else {
+                    break;
+                };
+                // SAFETY: ours, empty.
+                exchange::refill(&depot, node, unsafe { &mut *empty.as_ptr() });
+                // SAFETY: as above.
+                if unsafe { (*empty.as_ptr()).len } == 0 {
+                    // SAFETY: ours, empty.
+                    unsafe { exchange::dispose(&depot, node, empty) };
+                    CacheCounters::add(&depot.counters().alloc_failures, 1);
+                    return core::ptr::null_mut();
+                }
+                empty
+            }
+        };
+        sync_capacity(&depot, full);
+        if here.replace(Slot::Main, main, full.as_ptr()) {
+            here.park(&depot, main);
+        } else {
+            // SAFETY: still ours: the replace did not happen.
+            unsafe { exchange::dispose(&depot, node, full) };
+        }
+    }
+    let node = os::current_cpu_fast().map_or(NodeId::ZERO, crate::topology::node_of_cpu);
+    // Counted by the caller, as every allocation of this thread.
+    crate::thread_cache::slab_alloc_one(node, class)
+}
+
+/// Slow path of free in per-CPU mode: the current CPU's main sheaf is full,
+/// or the object's home is another node.
+///
+/// # Safety
+///
+/// 1. As [`alloc_slow`].
+/// 2. `object` is a free object of `class` of this allocator, no longer
+///    used.
+pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
+    let depot = ClassDepot::of(class);
+    let Some(home) = crate::arena::home_node(object as usize) else {
+        crate::invariant!(false, "free of a pointer outside the arena");
+        return;
+    };
+    for _ in 0..ATTEMPTS {
+        let Some(here) = Here::now(rseq, class) else {
+            break;
+        };
+        let node = here.node();
+        if home != node {
+            // SAFETY: duties 1 and 2.
+            if unsafe { free_remote(&here, &depot, object, home) } {
+                return;
+            }
+            continue;
+        }
+        // SAFETY: duties 1 and 2.
+        if unsafe { super::push(rseq, class, object) } {
+            return;
+        }
+        let main = here.load(Slot::Main);
+        let spare = here.load(Slot::Spare);
+        // SAFETY: as in `alloc_slow`: a hint only.
+        let spare_len = real(spare).map_or(0, |s| unsafe {
+            core::ptr::read_volatile(&(*s.as_ptr()).len)
+        });
+        if spare_len == 0 {
+            // 1. An empty spare (or a new one): swap it in.
+            let empty = match real(spare) {
+                Some(spare) if here.replace(Slot::Spare, spare.as_ptr(), empty_sheaf()) => spare,
+                Some(_) => continue,
+                None => match exchange::empty_sheaf(&depot, node, depot.sheaf_capacity()) {
+                    Some(empty) => empty,
+                    None => break,
+                },
+            };
+            sync_capacity(&depot, empty);
+            if here.replace(Slot::Main, main, empty.as_ptr()) {
+                CacheCounters::add(&depot.counters().spare_swaps, 1);
+                here.park(&depot, main);
+            } else {
+                here.park(&depot, empty.as_ptr());
+            }
+            continue;
+        }
+        // 2. Both full: the main sheaf goes to the barn (or the slabs), an
+        // empty one takes its place.
+        let Some(empty) = exchange::empty_sheaf(&depot, node, depot.sheaf_capacity()) else {
+            break;
+        };
+        if here.replace(Slot::Main, main, empty.as_ptr()) {
+            if let Some(full) = real(main) {
+                // SAFETY: ours now; objects of this class at home `node`.
+                // Other threads of this CPU may have popped from it since
+                // it was seen full: `dispose` takes it as it is.
+                unsafe { exchange::dispose(&depot, node, full) };
+            }
+        } else {
+            // SAFETY: ours, empty.
+            unsafe { exchange::dispose(&depot, node, empty) };
+        }
+    }
+    // Straight to its home slab (a drain is stopping this CPU's cache, or
+    // the thread keeps moving). Counted by the caller as a free; a remote
+    // one is counted here, as a batch of one.
+    let node = os::current_cpu_fast().map_or(NodeId::ZERO, crate::topology::node_of_cpu);
+    if home != node {
+        count_remote(&depot, node, home, 1);
+    }
+    // SAFETY: duty 2.
+    unsafe { crate::thread_cache::slab_free_one(class, object) };
+}
+
+/// Batches an object whose home is another node in the CPU's remote slot;
+/// a batch that is full or for another node is handed over and a fresh one
+/// installed. True once the object is batched (or sent home).
+///
+/// # Safety
+///
+/// 1. As [`free_slow`].
+unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home: NodeId) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: duty 1 (the rseq area); the object is free (duty 2).
+        let pushed = unsafe {
+            super::cs::push(
+                here.rseq,
+                super::CPU_CACHES.as_ptr(),
+                Slot::Remote.offset(here.class),
+                object,
+                home.index() as u16,
+            )
+        };
+        if pushed {
+            return true;
+        }
+    }
+    let batch = here.load(Slot::Remote);
+    let Some(fresh) = depot
+        .pool()
+        .take(depot.class(), home, depot.sheaf_capacity())
+    else {
+        // No memory for a batch: send the object home alone.
+        // SAFETY: duty 2: a free object whose home is `home`.
+        unsafe { depot.flush(home, &[object]) };
+        count_remote(depot, here.node(), home, 1);
+        return true;
+    };
+    if here.replace(Slot::Remote, batch, fresh.as_ptr()) {
+        hand_over(depot, here.node(), batch);
+    } else {
+        // SAFETY: ours, empty, never installed.
+        unsafe { depot.pool().give(fresh) };
+    }
+    false
+}
+
+/// Sends a detached remote batch home (to the home barn as a full sheaf,
+/// else to the home slabs) and gives its sheaf back.
+pub(super) fn hand_over(depot: &ClassDepot, from: NodeId, batch: *mut Sheaf) {
+    let Some(batch) = real(batch) else {
+        return;
+    };
+    // SAFETY: the caller owns the detached batch.
+    let (home, len, capacity) = unsafe {
+        let sheaf = &*batch.as_ptr();
+        (sheaf.node, sheaf.len, sheaf.capacity)
+    };
+    if len == 0 {
+        // SAFETY: owned and empty.
+        unsafe { depot.pool().give(batch) };
+        return;
+    }
+    count_remote(depot, from, home, len);
+    if len == capacity {
+        // SAFETY: owned, objects of the class whose home is `home`.
+        if let Ok(next) = unsafe { exchange::hand_over(depot, home, batch) } {
+            if let Some(next) = next {
+                // SAFETY: the barn handed us an empty sheaf.
+                unsafe { depot.pool().give(next) };
+            }
+            return;
+        }
+    }
+    // SAFETY: owned; its objects' home is `home`.
+    unsafe {
+        exchange::flush(depot, home, &mut *batch.as_ptr());
+        depot.pool().give(batch);
+    }
+}
+
+fn count_remote(depot: &ClassDepot, from: NodeId, home: NodeId, count: u32) {
+    if let Some(counter) = depot
+        .counters()
+        .remote_frees
+        .get(from.index())
+        .and_then(|row| row.get(home.index()))
+    {
+        CacheCounters::add(counter, u64::from(count));
+    }
+}
