@@ -112,6 +112,16 @@ pub const GLOBAL: &[(&str, &str, StatKind)] = &[
         StatKind::Gauge,
     ),
     (
+        "sheafalloc_per_cpu_caches",
+        "1 when the engine runs per-CPU sheaves (restartable sequences), 0 for the per-thread fallback.",
+        StatKind::Gauge,
+    ),
+    (
+        "sheafalloc_cpus_with_caches",
+        "CPUs that have per-CPU sheaves (0 in per-thread mode).",
+        StatKind::Gauge,
+    ),
+    (
         "sheafalloc_tuner_ticks_total",
         "Auto-tuner ticks run: about two a second while the process allocates and the tuner is on.",
         StatKind::Counter,
@@ -255,6 +265,8 @@ fn write_global(out: &mut Exposition) {
         saturate(large.alloc_failures),
         saturate(large.remaps),
         i64::from(sheafalloc_core::cache::autotune_enabled()),
+        i64::from(sheafalloc_core::percpu::mode() == sheafalloc_core::percpu::CacheMode::PerCpu),
+        saturate(sheafalloc_core::percpu::cpus_with_caches() as u64),
         saturate(runtime::tuner_ticks()),
     ];
     for ((name, help, kind), value) in GLOBAL.iter().zip(values) {

@@ -31,6 +31,16 @@ pub struct TopologyView {
     pub nodes_are_simulated: bool,
     /// The allocator's nodes, `0..node_count`.
     pub nodes: Vec<NodeView>,
+    /// Which sheaves the engine runs: `per-cpu` (restartable sequences) or
+    /// `per-thread` (the fallback).
+    #[serde(default)]
+    pub cache_mode: String,
+    /// Why the per-thread fallback is in force (absent in per-CPU mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_mode_reason: Option<String>,
+    /// CPUs with per-CPU sheaves so far.
+    #[serde(default)]
+    pub cpus_with_caches: usize,
     /// The host as hwloc sees it.
     pub host: HostTopology,
 }
@@ -103,6 +113,9 @@ fn view(node_count: usize, simulated: bool, host: HostTopology) -> TopologyView 
         node_count,
         nodes_are_simulated: simulated,
         nodes,
+        cache_mode: sheafalloc_core::percpu::mode().as_str().to_owned(),
+        cache_mode_reason: sheafalloc_core::percpu::fallback_reason().map(str::to_owned),
+        cpus_with_caches: sheafalloc_core::percpu::cpus_with_caches(),
         host,
     }
 }

@@ -259,6 +259,21 @@ fn topology_reports_nodes_and_host_cpus() {
         json["nodes_are_simulated"].as_bool(),
         Some(sheafalloc_core::node::nodes_are_simulated())
     );
+    // Which sheaves run, in the JSON and the metrics alike.
+    let mode = sheafalloc::cache_mode();
+    assert_eq!(json["cache_mode"], mode.as_str(), "{json}");
+    assert_eq!(
+        json["cache_mode_reason"].as_str(),
+        sheafalloc::cache_mode_reason(),
+        "{json}"
+    );
+    let metrics = client(&handle).metrics().expect("metrics");
+    let per_cpu = f64::from(u8::from(mode == sheafalloc::CacheMode::PerCpu));
+    assert_eq!(
+        common::sample(&metrics, "sheafalloc_per_cpu_caches"),
+        Some(per_cpu),
+        "{metrics}"
+    );
     let host = &json["host"];
     assert!(host["error"].is_null(), "hwloc failed: {host}");
     let cpus = host["cpus"].as_array().unwrap();

@@ -39,6 +39,8 @@ pub enum Workload {
     Fifo2112,
     /// Peak RSS and RSS after freeing 256 MiB of small objects.
     Memory,
+    /// RSS growth after 256 threads handled one burst each and went idle.
+    IdleThreads,
     /// `Tx1to1` with both threads pinned (`--cpus A,B`): the NUMA
     /// alien-path benchmark.
     TxPinned,
@@ -76,7 +78,7 @@ const ALIASES: [(&str, Workload); 2] = [
 
 impl Workload {
     /// Every workload, in report order.
-    pub const ALL: [Workload; 23] = [
+    pub const ALL: [Workload; 24] = [
         Workload::Handoff1to1,
         Workload::Handoff4to4,
         Workload::Bursty,
@@ -123,6 +125,7 @@ impl Workload {
         Workload::TcpRr,
         Workload::UdpEcho,
         Workload::Memory,
+        Workload::IdleThreads,
         Workload::TxPinned,
     ];
 
@@ -147,6 +150,7 @@ impl Workload {
             Workload::Fifo256 => "fifo-256",
             Workload::Fifo2112 => "fifo-2112",
             Workload::Memory => "memory",
+            Workload::IdleThreads => "idle-threads",
             Workload::TxPinned => "tx-pinned",
         }
     }
@@ -191,6 +195,9 @@ impl Workload {
             Workload::Memory => {
                 "256 MiB (quick: 128 MiB) of 16..512 B objects allocated, then all freed".into()
             }
+            Workload::IdleThreads => {
+                "256 threads: one burst each (64 × 2112 B, 256 × 256 B, freed), then idle: RSS growth".into()
+            }
             Workload::TxPinned => "TX completion 1→1, threads pinned to two CPUs".into(),
         }
     }
@@ -200,7 +207,7 @@ impl Workload {
         match self {
             Workload::TcpRr | Workload::HttpOrders | Workload::HttpCatalog => "requests/s",
             Workload::UdpEcho => "datagrams/s",
-            Workload::Memory => "MiB",
+            Workload::Memory | Workload::IdleThreads => "MiB",
             Workload::Pairs => "ns/pair",
             Workload::Fifo256 | Workload::Fifo2112 => "ns/object",
             _ => "Mobj/s",
@@ -211,7 +218,11 @@ impl Workload {
     pub fn higher_is_better(self) -> bool {
         !matches!(
             self,
-            Workload::Memory | Workload::Pairs | Workload::Fifo256 | Workload::Fifo2112
+            Workload::Memory
+                | Workload::IdleThreads
+                | Workload::Pairs
+                | Workload::Fifo256
+                | Workload::Fifo2112
         )
     }
 

@@ -10,6 +10,7 @@ pub mod churn;
 pub mod global;
 pub mod handoff;
 pub mod http;
+pub mod idle;
 pub mod larson;
 pub mod memory;
 pub mod object;
@@ -211,6 +212,16 @@ pub fn run(request: &Request, global: Global) -> Result<Record, String> {
                 .set("connections", outcome.connections)
                 .set("failed", outcome.failed)
                 .set_f64("connect_s", outcome.connect_seconds, 3);
+        }
+        Workload::IdleThreads => {
+            let outcome = idle::run();
+            let mib = |bytes: u64| bytes as f64 / 1048576.0;
+            record
+                .set_f64("value", mib(outcome.idle.saturating_sub(outcome.before)), 1)
+                .set_f64("before_mib", mib(outcome.before), 1)
+                .set_f64("idle_mib", mib(outcome.idle), 1)
+                .set("threads", idle::THREADS)
+                .set("bytes_checked", outcome.checked);
         }
         Workload::Memory => {
             let total = if request.quick {

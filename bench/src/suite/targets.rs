@@ -44,7 +44,7 @@ const fn http(workload: Workload) -> Target {
 }
 
 /// The targets, in report order.
-pub const TARGETS: [Target; 9] = [
+pub const TARGETS: [Target; 10] = [
     target(Workload::Handoff1to1, 1.5),
     target(Workload::Handoff4to4, 1.3),
     target(Workload::Bursty, 1.5),
@@ -54,6 +54,9 @@ pub const TARGETS: [Target; 9] = [
     target(Workload::Pairs, 1.0),
     target(Workload::Fifo256, 1.0),
     target(Workload::Fifo2112, 1.0),
+    // RSS growth with 256 idle threads: at most the best peer's (a ratio
+    // of at least 1, lower being better).
+    target(Workload::IdleThreads, 1.0),
 ];
 
 /// The best peer's median of `key` and its name (lowest when
