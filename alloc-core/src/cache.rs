@@ -386,23 +386,13 @@ pub fn refill_from_slabs(node: NodeId, class: SizeClass, out: &mut [*mut u8]) ->
     filled
 }
 
-static NEXT_DECAY_MS: AtomicU64 = AtomicU64::new(0);
+static DECAY: os::Every = os::Every::new();
 
 /// About once per decay period, lets every slab list return slabs that have
 /// stayed empty (called from slow paths; takes no lock that is held).
 pub fn maybe_decay() {
     let now = os::monotonic_ms();
-    let due = NEXT_DECAY_MS.load(Ordering::Relaxed);
-    if now < due
-        || NEXT_DECAY_MS
-            .compare_exchange(
-                due,
-                now.saturating_add(EMPTY_DECAY_MS),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            )
-            .is_err()
-    {
+    if !DECAY.claim(now, EMPTY_DECAY_MS) {
         return;
     }
     for node in NodeId::all() {

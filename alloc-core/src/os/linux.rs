@@ -2,7 +2,7 @@
 
 use core::ffi::{c_void, CStr};
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use super::fault::{should_fail, FaultPoint};
 
@@ -271,6 +271,45 @@ pub fn sleep_ms(ms: u64) {
     // SAFETY: `request` is a valid timespec; the remainder is not wanted.
     unsafe {
         libc::nanosleep(&request, ptr::null_mut());
+    }
+}
+
+/// A deadline that recurs: `claim` says true to exactly one caller once
+/// the deadline has passed, and sets the next one `period_ms` later (a
+/// compare-and-swap: the others go on).
+#[derive(Debug)]
+pub struct Every {
+    next_ms: AtomicU64,
+}
+
+impl Every {
+    /// Due at once.
+    pub const fn new() -> Self {
+        Self {
+            next_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Claims the deadline at `now_ms`, if it has passed and nobody else
+    /// claimed it.
+    pub fn claim(&self, now_ms: u64, period_ms: u64) -> bool {
+        let due = self.next_ms.load(Ordering::Relaxed);
+        now_ms >= due
+            && self
+                .next_ms
+                .compare_exchange(
+                    due,
+                    now_ms.saturating_add(period_ms),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+}
+
+impl Default for Every {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -56,7 +56,7 @@ static BOOK: Mutex<Book> = Mutex::new(
     },
 );
 
-static NEXT_TICK_MS: AtomicU64 = AtomicU64::new(0);
+static NEXT_TICK: os::Every = os::Every::new();
 static TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// Tuner ticks run since start.
@@ -73,17 +73,7 @@ pub(super) fn book_lock() -> &'static crate::sync::RawLock {
 pub fn periodic() {
     cache::maybe_decay();
     let now = os::monotonic_ms();
-    let due = NEXT_TICK_MS.load(Ordering::Relaxed);
-    if now < due
-        || NEXT_TICK_MS
-            .compare_exchange(
-                due,
-                now.saturating_add(TICK_MS),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            )
-            .is_err()
-    {
+    if !NEXT_TICK.claim(now, TICK_MS) {
         return;
     }
     if cache::autotune_enabled() {
