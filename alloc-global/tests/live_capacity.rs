@@ -61,11 +61,17 @@ fn capacity_changes_reach_allocating_threads() {
         worker.join().unwrap();
     }
     let after = sheafalloc::cache(CACHE).unwrap();
-    assert!(
-        after.sheaf_resizes >= before.sheaf_resizes + 8,
-        "resizes: {}",
-        after.sheaf_resizes
-    );
+    if sheafalloc::cache_mode() == sheafalloc::CacheMode::PerThread {
+        // Each worker resizes its own sheaves at each of the 4 changes.
+        assert!(
+            after.sheaf_resizes >= before.sheaf_resizes + 8,
+            "resizes: {}",
+            after.sheaf_resizes
+        );
+    }
+    // (Per-CPU sheaves are emptied by a drain when the capacity falls and
+    // replaced by sheaves of the new capacity, so how many are resized in
+    // place depends on timing; the `seen` waits above are the proof.)
     assert!(
         after.flushed_objects > before.flushed_objects,
         "shrinking must flush objects"

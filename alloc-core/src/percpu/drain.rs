@@ -104,8 +104,11 @@ fn drain_cache(
         for sheaf in [main, spare] {
             if sheaf != empty_sheaf() {
                 if let Some(sheaf) = NonNull::new(sheaf) {
-                    // SAFETY: swapped out of the slot and past the second
-                    // membarrier: ours; its objects' home is its node.
+                    // Swapped out of the slot and past the second
+                    // membarrier: ours. A drain after a lower capacity
+                    // trims it here, so the barn never keeps the excess.
+                    slow::sync_capacity(&depot, sheaf);
+                    // SAFETY: ours (above); its objects' home is its node.
                     unsafe { exchange::dispose(&depot, (*sheaf.as_ptr()).node, sheaf) };
                 }
             }

@@ -38,7 +38,7 @@ mod slow;
 
 use core::mem::offset_of;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use crate::node::NodeId;
 use crate::os;
@@ -67,9 +67,6 @@ pub struct CpuCache {
     /// The node whose objects the main and spare sheaves hold (a drain
     /// changes it, when the topology moved the CPU to another node).
     node: AtomicU8,
-    /// Operations that reached a slow path here (for statistics and the
-    /// decay's idle check).
-    slow_paths: AtomicU64,
 }
 
 /// Which slot of a class.
@@ -325,7 +322,6 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
         }
         ptr::addr_of_mut!((*cache).stopped).write(AtomicU8::new(0));
         ptr::addr_of_mut!((*cache).node).write(AtomicU8::new(node.index() as u8));
-        ptr::addr_of_mut!((*cache).slow_paths).write(AtomicU64::new(0));
     }
     match entry.compare_exchange(ptr::null_mut(), cache, Ordering::AcqRel, Ordering::Acquire) {
         // SAFETY: published; lives for the process.

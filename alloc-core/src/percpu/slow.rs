@@ -49,7 +49,6 @@ impl Here<'_> {
         if node != cache.node() {
             super::drain::move_to_node(cpu, cache, node);
         }
-        cache.slow_paths.fetch_add(1, Ordering::Relaxed);
         Some(Self {
             rseq,
             cpu,
@@ -120,7 +119,7 @@ fn real(sheaf: *mut Sheaf) -> Option<NonNull<Sheaf>> {
 
 /// Sets an owned sheaf to the depot's capacity (objects above a lower one
 /// go to the slabs).
-fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) {
+pub(super) fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) {
     let target = depot.sheaf_capacity();
     // SAFETY: the caller owns the sheaf.
     let sheaf = unsafe { &mut *sheaf.as_ptr() };
