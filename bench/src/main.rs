@@ -8,10 +8,12 @@
 mod callgrind;
 mod counters;
 mod machine;
+mod modes;
 mod options;
 mod report;
 mod results_file;
 mod suite;
+mod sweep;
 mod tuning;
 mod workloads;
 
@@ -62,6 +64,7 @@ fn main() {
         Command::Run(options) => run(&options),
         Command::Suite(options) => suite::run(&options),
         Command::Tuning(options) => tuning::run(&options),
+        Command::Modes(options) => modes::run(&options),
         Command::Report { results, readmes } => report_command(results, readmes),
     }
 }

@@ -28,6 +28,10 @@ usage:
       class below 4 KiB; configurations interleaved and rotated each round
       (default 3 rounds, 8 s warm-up, 2 s measured); writes
       bench/results/tuning.jsonl and tuning.md
+  sheafalloc-bench modes [--rounds N] [--warmup S] [--seconds S] [--only W,...]
+      wl-sheafalloc with per-CPU sheaves (as shipped) against per-thread
+      sheaves (SHEAFALLOC_PERCPU=off), interleaved and rotated each round;
+      writes bench/results/modes.jsonl and modes.md
   sheafalloc-bench report [RESULTS.jsonl] [--readme FILE]... [--no-readme]
       regenerates the report and chart of a results file (default:
       bench/results/suite.jsonl, else suite-quick.jsonl) and the generated
@@ -82,7 +86,9 @@ pub enum Command {
     /// The network-service suite.
     Suite(SuiteOptions),
     /// The capacity sweep: sheafalloc auto-tuned against fixed capacities.
-    Tuning(TuningOptions),
+    Tuning(SweepOptions),
+    /// `sheafalloc-bench modes`.
+    Modes(SweepOptions),
     /// The report generator.
     Report {
         /// The results file (`None`: the default one).
@@ -121,9 +127,9 @@ pub struct SuiteOptions {
     pub warmup: Option<f64>,
 }
 
-/// Options of the capacity sweep (`sheafalloc-bench tuning`).
+/// Options of a configuration sweep (`sheafalloc-bench tuning`, `modes`).
 #[derive(Clone, Debug)]
-pub struct TuningOptions {
+pub struct SweepOptions {
     /// Rounds over all configurations.
     pub rounds: usize,
     /// Warm-up seconds of every run (the tuner settles meanwhile).
@@ -134,10 +140,11 @@ pub struct TuningOptions {
     pub only: Option<Vec<ServiceWorkload>>,
 }
 
-fn parse_tuning(args: &[String]) -> Result<Command, String> {
-    let mut options = TuningOptions {
+fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
+    let mut options = SweepOptions {
         rounds: 3,
-        warmup: 8.0,
+        // The tuner needs time to settle; the modes only a steady state.
+        warmup: if modes { 2.0 } else { 8.0 },
         seconds: 2.0,
         only: None,
     };
@@ -162,7 +169,11 @@ fn parse_tuning(args: &[String]) -> Result<Command, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    Ok(Command::Tuning(options))
+    Ok(if modes {
+        Command::Modes(options)
+    } else {
+        Command::Tuning(options)
+    })
 }
 
 /// Default rounds of the suite.
@@ -290,7 +301,8 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             Ok(Command::Pairs { peer, n })
         }
         Some("suite") => parse_suite(&args[1..]),
-        Some("tuning") => parse_tuning(&args[1..]),
+        Some("tuning") => parse_sweep(&args[1..], false),
+        Some("modes") => parse_sweep(&args[1..], true),
         Some("report") => parse_report(&args[1..]),
         Some("callgrind") => match &args[1..] {
             [] => Ok(Command::Callgrind { quick: false }),
@@ -358,6 +370,23 @@ fn parse_parts(list: &str) -> Result<Vec<Part>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_sweeps() {
+        let Ok(Command::Modes(modes)) = parse(&args(&["modes", "--only", "larson,pairs"])) else {
+            panic!("modes parses");
+        };
+        assert_eq!(modes.warmup, 2.0);
+        assert_eq!(
+            modes.only,
+            Some(vec![ServiceWorkload::Larson, ServiceWorkload::Pairs])
+        );
+        let Ok(Command::Tuning(tuning)) = parse(&args(&["tuning", "--rounds", "2"])) else {
+            panic!("tuning parses");
+        };
+        assert_eq!((tuning.rounds, tuning.warmup, tuning.only), (2, 8.0, None));
+        assert!(parse(&args(&["modes", "--only", "nonesuch"])).is_err());
+    }
+
     #[test]
     fn parses_report() {
         let Ok(Command::Report { results, readmes }) = parse(&args(&[

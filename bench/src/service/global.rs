@@ -111,6 +111,7 @@ impl Global {
         }
         let topology = sheafalloc::topology();
         record.set("sheaf_topology", topology.source);
+        record.set("sheaf_cache_mode", sheafalloc::cache_mode().as_str());
         record.set("sheaf_nodes", topology.nodes.len());
         // What the auto-tuner did: how often, and where the busiest cache's
         // capacity ended up.
