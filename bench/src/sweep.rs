@@ -184,7 +184,9 @@ pub fn run(
     }
 }
 
-/// Prints `report` and writes it to `bench/results/{name}.md`.
+/// Prints `report`, writes it to `bench/results/{name}.md`, and puts it
+/// (without its title) in the `{name}` generated region of the root
+/// README, if that has one.
 pub fn save(name: &str, report: &str) {
     print!("{report}");
     let path: PathBuf = crate::suite::results_dir().join(format!("{name}.md"));
@@ -193,5 +195,15 @@ pub fn save(name: &str, report: &str) {
             "sheafalloc-bench {name}: writing {}: {error}",
             path.display()
         );
+    }
+    let body = report
+        .split_once('\n')
+        .map_or(report, |(_, rest)| rest)
+        .trim_start();
+    let readme = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+    match crate::suite::readme::update(&readme, &[(name, body.to_owned())]) {
+        Ok(names) if !names.is_empty() => eprintln!("updated {} ({name})", readme.display()),
+        Ok(_) => {}
+        Err(error) => eprintln!("sheafalloc-bench {name}: {error}"),
     }
 }

@@ -7,7 +7,7 @@
 pub(crate) mod binaries;
 mod chart;
 mod jobs;
-mod readme;
+pub mod readme;
 pub mod regenerate;
 mod results_log;
 mod sections;
