@@ -14,7 +14,10 @@
 //! the commit, the kernel moves it to the abort handler, which starts the
 //! section over (it re-arms `rseq_cs`: the kernel cleared it). The abort
 //! handler is preceded by glibc's signature for x86-64, `0x53053053`, which
-//! the kernel checks. Labels are numeric and local (`2:`, `4b`), so the
+//! the kernel checks. In the inlined pop and push the abort handler and the
+//! miss path sit in `.text.unlikely.sheafalloc_rseq`, out of line, so a hit
+//! runs straight through without a taken jump. Labels are numeric and
+//! local (`2:`, `4b`; they resolve by source order across sections), so the
 //! sections may be inlined any number of times; each copy has its own
 //! descriptor. Only the documented ABI is used: `cpu_id` (offset 4) and
 //! `rseq_cs` (offset 8); nothing relies on how the kernel rewrites
@@ -58,32 +61,37 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     // SAFETY: duties 1 and 2: every address the section touches is the
     // rseq area, the table, a live cache and a live sheaf; it writes only
     // `rseq_cs` and, as its commit, the sheaf's length.
+    //
+    // Register use is kept to three outputs (`at` walks cpu id, cache,
+    // sheaf) so the inlined copies spill nothing; the abort handler and
+    // the miss path live out of line, so a hit runs straight through.
     unsafe {
         core::arch::asm!(
             "2:",
-            "lea {tmp}, [rip + 3f]",
-            "mov qword ptr [{rseq} + 8], {tmp}",
+            "lea {at}, [rip + 3f]",
+            "mov qword ptr [{rseq} + 8], {at}",
             "4:",
-            "mov {tmp:e}, dword ptr [{rseq} + 4]",
-            "cmp {tmp:e}, {max_cpus}",
+            "mov {at:e}, dword ptr [{rseq} + 4]",
+            "cmp {at:e}, {max_cpus}",
             "jae 7f",
-            "mov {cache}, qword ptr [{table} + {tmp}*8]",
-            "test {cache}, {cache}",
+            "mov {at}, qword ptr [{table} + {at}*8]",
+            "test {at}, {at}",
             "jz 7f",
-            "mov {sheaf}, qword ptr [{cache} + {slot}]",
-            "mov {len:e}, dword ptr [{sheaf} + {len_off}]",
-            "test {len:e}, {len:e}",
-            "jz 7f",
+            "mov {at}, qword ptr [{at} + {slot}]",
+            "mov {len:e}, dword ptr [{at} + {len_off}]",
             "sub {len:e}, 1",
-            "mov {object}, qword ptr [{sheaf} + {len}*8 + {objects}]",
-            "mov dword ptr [{sheaf} + {len_off}], {len:e}",
+            "jb 7f",
+            "mov {object}, qword ptr [{at} + {len}*8 + {objects}]",
+            "mov dword ptr [{at} + {len_off}], {len:e}",
             "5:",
-            "jmp 8f",
+            ".pushsection .text.unlikely.sheafalloc_rseq, \"ax\"",
             ".long 0x53053053",
             "6:",
             "jmp 2b",
             "7:",
             "xor {object:e}, {object:e}",
+            "jmp 8f",
+            ".popsection",
             "8:",
             ".pushsection __rseq_cs, \"aw\"",
             ".balign 32",
@@ -95,9 +103,7 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
             table = in(reg) table,
             slot = in(reg) slot,
             object = out(reg) object,
-            tmp = out(reg) _,
-            cache = out(reg) _,
-            sheaf = out(reg) _,
+            at = out(reg) _,
             len = out(reg) _,
             max_cpus = const MAX_CPUS,
             len_off = const LEN,
@@ -121,41 +127,46 @@ pub unsafe fn push(
     table: *const AtomicPtr<CpuCache>,
     slot: usize,
     object: *mut u8,
-    home: u16,
+    home: usize,
 ) -> bool {
-    let ok: u32;
+    // In: the home node index (any value; only a sheaf's node, below
+    // `MAX_NODES`, matches); out: 1 if pushed. It is overwritten only after
+    // the commit or on the miss path, never where a restart would need it.
+    let mut home_then_ok = home;
     // SAFETY: as in `pop`; the store into the sheaf's array lies above its
     // committed length and below its capacity, inside its storage.
     unsafe {
         core::arch::asm!(
             "2:",
-            "lea {tmp}, [rip + 3f]",
-            "mov qword ptr [{rseq} + 8], {tmp}",
+            "lea {at}, [rip + 3f]",
+            "mov qword ptr [{rseq} + 8], {at}",
             "4:",
-            "mov {tmp:e}, dword ptr [{rseq} + 4]",
-            "cmp {tmp:e}, {max_cpus}",
+            "mov {at:e}, dword ptr [{rseq} + 4]",
+            "cmp {at:e}, {max_cpus}",
             "jae 7f",
-            "mov {cache}, qword ptr [{table} + {tmp}*8]",
-            "test {cache}, {cache}",
+            "mov {at}, qword ptr [{table} + {at}*8]",
+            "test {at}, {at}",
             "jz 7f",
-            "mov {sheaf}, qword ptr [{cache} + {slot}]",
-            "movzx {tmp:e}, word ptr [{sheaf} + {node_off}]",
-            "cmp {tmp:e}, {home:e}",
+            "mov {at}, qword ptr [{at} + {slot}]",
+            "movzx {len:e}, word ptr [{at} + {node_off}]",
+            "cmp {len}, {home}",
             "jne 7f",
-            "mov {len:e}, dword ptr [{sheaf} + {len_off}]",
-            "cmp {len:e}, dword ptr [{sheaf} + {capacity_off}]",
+            "mov {len:e}, dword ptr [{at} + {len_off}]",
+            "cmp {len:e}, dword ptr [{at} + {capacity_off}]",
             "jae 7f",
-            "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
+            "mov qword ptr [{at} + {len}*8 + {objects}], {object}",
             "add {len:e}, 1",
-            "mov dword ptr [{sheaf} + {len_off}], {len:e}",
+            "mov dword ptr [{at} + {len_off}], {len:e}",
             "5:",
-            "mov {ok:e}, 1",
-            "jmp 8f",
+            "mov {home:e}, 1",
+            ".pushsection .text.unlikely.sheafalloc_rseq, \"ax\"",
             ".long 0x53053053",
             "6:",
             "jmp 2b",
             "7:",
-            "xor {ok:e}, {ok:e}",
+            "xor {home:e}, {home:e}",
+            "jmp 8f",
+            ".popsection",
             "8:",
             ".pushsection __rseq_cs, \"aw\"",
             ".balign 32",
@@ -167,11 +178,8 @@ pub unsafe fn push(
             table = in(reg) table,
             slot = in(reg) slot,
             object = in(reg) object,
-            home = in(reg) u32::from(home),
-            ok = out(reg) ok,
-            tmp = out(reg) _,
-            cache = out(reg) _,
-            sheaf = out(reg) _,
+            home = inout(reg) home_then_ok,
+            at = out(reg) _,
             len = out(reg) _,
             max_cpus = const MAX_CPUS,
             len_off = const LEN,
@@ -181,7 +189,7 @@ pub unsafe fn push(
             options(nostack),
         );
     }
-    ok != 0
+    home_then_ok != 0
 }
 
 /// Replaces the sheaf in slot `slot` of CPU `cpu`'s cache with `new` if the

@@ -304,7 +304,7 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
                 super::CPU_CACHES.as_ptr(),
                 Slot::Remote.offset(here.class),
                 object,
-                home.index() as u16,
+                home.index(),
             )
         };
         if pushed {
