@@ -47,7 +47,7 @@ fn configs() -> Vec<Config> {
 /// `bench/results/modes.md`.
 pub fn run(options: &SweepOptions) {
     let sweep = sweep::run("modes", options, configs(), &DEFAULT_WORKLOADS);
-    sweep::save("modes", &report(&sweep));
+    sweep::save("modes", &sweep, &report(&sweep));
 }
 
 fn report(sweep: &Sweep) -> String {

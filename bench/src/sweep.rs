@@ -53,6 +53,10 @@ pub struct Sweep {
     pub results: Vec<Vec<Outcome>>,
     /// The command line, the commit and the machine, for the report.
     pub provenance: String,
+    /// Where results go: `NAME`, or `NAME-partial` for a run of a
+    /// subset of the workloads (which leaves the full results and the
+    /// README alone).
+    pub stem: String,
 }
 
 impl Sweep {
@@ -104,8 +108,13 @@ pub fn run(
         .only
         .clone()
         .unwrap_or_else(|| default_workloads.to_vec());
+    let stem = if options.only.is_some() {
+        format!("{name}-partial")
+    } else {
+        name.to_owned()
+    };
     let dir = crate::suite::results_dir();
-    let mut log = std::fs::File::create(dir.join(format!("{name}.jsonl"))).ok();
+    let mut log = std::fs::File::create(dir.join(format!("{stem}.jsonl"))).ok();
     let commit = crate::machine::source_commit().map_or_else(
         || "unknown".to_owned(),
         |(c, dirty)| {
@@ -116,8 +125,12 @@ pub fn run(
             }
         },
     );
+    let only = options.only.as_ref().map_or_else(String::new, |only| {
+        let names: Vec<&str> = only.iter().map(|w| w.name()).collect();
+        format!(" --only {}", names.join(","))
+    });
     let provenance = format!(
-        "`sheafalloc-bench {name} --rounds {} --warmup {} --seconds {}`; commit {commit}; {}",
+        "`sheafalloc-bench {name} --rounds {} --warmup {} --seconds {}{only}`; commit {commit}; {}",
         options.rounds,
         options.warmup,
         options.seconds,
@@ -181,20 +194,24 @@ pub fn run(
         configs,
         results,
         provenance,
+        stem,
     }
 }
 
-/// Prints `report`, writes it to `bench/results/{name}.md`, and puts it
-/// (without its title) in the `{name}` generated region of the root
-/// README, if that has one.
-pub fn save(name: &str, report: &str) {
+/// Prints `report`, writes it to `bench/results/{stem}.md`, and, for a
+/// full run, puts it (without its title) in the `{name}` generated region
+/// of the root README, if that has one.
+pub fn save(name: &str, sweep: &Sweep, report: &str) {
     print!("{report}");
-    let path: PathBuf = crate::suite::results_dir().join(format!("{name}.md"));
+    let path: PathBuf = crate::suite::results_dir().join(format!("{}.md", sweep.stem));
     if let Err(error) = std::fs::write(&path, report) {
         eprintln!(
             "sheafalloc-bench {name}: writing {}: {error}",
             path.display()
         );
+    }
+    if sweep.stem != name {
+        return;
     }
     let body = report
         .split_once('\n')

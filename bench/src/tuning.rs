@@ -85,7 +85,7 @@ fn capacity_list(capacity: u32) -> String {
 /// `bench/results/tuning.md`.
 pub fn run(options: &SweepOptions) {
     let sweep = sweep::run("tuning", options, configs(), &DEFAULT_WORKLOADS);
-    sweep::save("tuning", &report(&sweep));
+    sweep::save("tuning", &sweep, &report(&sweep));
 }
 
 fn report(sweep: &Sweep) -> String {
