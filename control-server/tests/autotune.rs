@@ -111,12 +111,21 @@ fn the_tuner_raises_a_bursty_cache_a_pin_holds_and_auto_releases_it() {
     assert_eq!(start["tuning"], "auto");
     let default = start["sheaf_capacity"].as_u64().unwrap();
     let adjusted_at_start = start["capacity_adjustments"].as_u64().unwrap();
+    let ticks_at_start = sheafalloc::tuner_ticks();
     let load = HandOff::start();
 
-    // 1. Raised by itself, with its reason recorded.
+    // 1. Raised by itself, with its reason recorded, within 30 ticks of
+    // the tuner (15 s under load: a tick runs at most every 500 ms). Ticks,
+    // not wall time, so a slow machine cannot fail it, and a tuner that
+    // takes longer to decide does.
     let raised = poll(&api, "the tuner to raise the hot cache", |json| {
         json["sheaf_capacity"].as_u64().unwrap() > default
     });
+    let ticks_to_raise = sheafalloc::tuner_ticks() - ticks_at_start;
+    assert!(
+        ticks_to_raise <= 30,
+        "raised only after {ticks_to_raise} ticks"
+    );
     assert!(raised["capacity_adjustments"].as_u64().unwrap() > adjusted_at_start);
     let decision = &raised["last_decision"];
     assert_ne!(decision["reason"], "none", "{raised}");
