@@ -85,7 +85,7 @@ fn readme_regions(
         }
     });
     let provenance = format!(
-        "From `results/{source}` (full tables and every round: `results/{report_file}`): \
+        "From `bench/results/{source}` (full tables and every round: `bench/results/{report_file}`): \
          commit {commit}, {} rounds ({}), {} with {} vCPUs, kernel {}, load average {} at the \
          start. {}",
         h.rounds,
