@@ -40,6 +40,89 @@ const NODE: usize = offset_of!(Sheaf, node);
 const OBJECTS: usize = offset_of!(Sheaf, objects);
 const STOPPED: usize = offset_of!(CpuCache, stopped);
 
+// The pieces every section shares, written once. Label roles: `2:` the
+// restart point, `3:` the descriptor, `4:` the first instruction of the
+// section, `5:` just past the commit, `6:` the abort handler, `7:` the
+// miss path, `8:` the exit. Operands `{rseq}` and the scratch register
+// named by `$at` must exist in the `asm!` that uses them.
+
+/// Arms the section: `rseq_cs` points at this section's descriptor.
+macro_rules! arm {
+    ($at:literal) => {
+        concat!(
+            "2:\n",
+            "lea {",
+            $at,
+            "}, [rip + 3f]\n",
+            "mov qword ptr [{rseq} + 8], {",
+            $at,
+            "}\n",
+            "4:",
+        )
+    };
+}
+
+/// The start of pop and push: loads into `{at}` the sheaf in `{slot}` of
+/// the current CPU's cache (`{table}`), or goes to the miss path if the
+/// CPU id is out of range or the CPU has no cache.
+macro_rules! current_sheaf {
+    () => {
+        concat!(
+            "mov {at:e}, dword ptr [{rseq} + 4]\n",
+            "cmp {at:e}, {max_cpus}\n",
+            "jae 7f\n",
+            "mov {at}, qword ptr [{table} + {at}*8]\n",
+            "test {at}, {at}\n",
+            "jz 7f\n",
+            "mov {at}, qword ptr [{at} + {slot}]",
+        )
+    };
+}
+
+/// The abort handler: glibc's signature (which the kernel checks), then
+/// the restart.
+macro_rules! abort_handler {
+    () => {
+        concat!(".long 0x53053053\n", "6:\n", "jmp 2b")
+    };
+}
+
+/// The tail of pop and push after the commit: the abort handler and the
+/// miss path (which zeroes `$result`) out of line, then the exit.
+macro_rules! out_of_line_tail {
+    ($result:literal) => {
+        concat!(
+            ".pushsection .text.unlikely.sheafalloc_rseq, \"ax\"\n",
+            abort_handler!(),
+            "\n",
+            "7:\n",
+            "xor {",
+            $result,
+            ":e}, {",
+            $result,
+            ":e}\n",
+            "jmp 8f\n",
+            ".popsection\n",
+            "8:",
+        )
+    };
+}
+
+/// The section's descriptor: version and flags 0, start `4:`, length up
+/// to the commit, abort handler `6:`.
+macro_rules! descriptor {
+    () => {
+        concat!(
+            ".pushsection __rseq_cs, \"aw\"\n",
+            ".balign 32\n",
+            "3:\n",
+            ".long 0, 0\n",
+            ".quad 4b, 5b - 4b, 6b\n",
+            ".popsection",
+        )
+    };
+}
+
 // The sections read these fields with fixed widths.
 const _: () = assert!(LEN == 0 && CAPACITY == 4);
 const _: () = assert!(core::mem::size_of::<crate::node::NodeId>() == 2);
@@ -67,38 +150,16 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     // the miss path live out of line, so a hit runs straight through.
     unsafe {
         core::arch::asm!(
-            "2:",
-            "lea {at}, [rip + 3f]",
-            "mov qword ptr [{rseq} + 8], {at}",
-            "4:",
-            "mov {at:e}, dword ptr [{rseq} + 4]",
-            "cmp {at:e}, {max_cpus}",
-            "jae 7f",
-            "mov {at}, qword ptr [{table} + {at}*8]",
-            "test {at}, {at}",
-            "jz 7f",
-            "mov {at}, qword ptr [{at} + {slot}]",
+            arm!("at"),
+            current_sheaf!(),
             "mov {len:e}, dword ptr [{at} + {len_off}]",
             "sub {len:e}, 1",
             "jb 7f",
             "mov {object}, qword ptr [{at} + {len}*8 + {objects}]",
             "mov dword ptr [{at} + {len_off}], {len:e}",
             "5:",
-            ".pushsection .text.unlikely.sheafalloc_rseq, \"ax\"",
-            ".long 0x53053053",
-            "6:",
-            "jmp 2b",
-            "7:",
-            "xor {object:e}, {object:e}",
-            "jmp 8f",
-            ".popsection",
-            "8:",
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "3:",
-            ".long 0, 0",
-            ".quad 4b, 5b - 4b, 6b",
-            ".popsection",
+            out_of_line_tail!("object"),
+            descriptor!(),
             rseq = in(reg) rseq,
             table = in(reg) table,
             slot = in(reg) slot,
@@ -137,17 +198,8 @@ pub unsafe fn push(
     // committed length and below its capacity, inside its storage.
     unsafe {
         core::arch::asm!(
-            "2:",
-            "lea {at}, [rip + 3f]",
-            "mov qword ptr [{rseq} + 8], {at}",
-            "4:",
-            "mov {at:e}, dword ptr [{rseq} + 4]",
-            "cmp {at:e}, {max_cpus}",
-            "jae 7f",
-            "mov {at}, qword ptr [{table} + {at}*8]",
-            "test {at}, {at}",
-            "jz 7f",
-            "mov {at}, qword ptr [{at} + {slot}]",
+            arm!("at"),
+            current_sheaf!(),
             "movzx {len:e}, word ptr [{at} + {node_off}]",
             "cmp {len}, {home}",
             "jne 7f",
@@ -159,21 +211,8 @@ pub unsafe fn push(
             "mov dword ptr [{at} + {len_off}], {len:e}",
             "5:",
             "mov {home:e}, 1",
-            ".pushsection .text.unlikely.sheafalloc_rseq, \"ax\"",
-            ".long 0x53053053",
-            "6:",
-            "jmp 2b",
-            "7:",
-            "xor {home:e}, {home:e}",
-            "jmp 8f",
-            ".popsection",
-            "8:",
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "3:",
-            ".long 0, 0",
-            ".quad 4b, 5b - 4b, 6b",
-            ".popsection",
+            out_of_line_tail!("home"),
+            descriptor!(),
             rseq = in(reg) rseq,
             table = in(reg) table,
             slot = in(reg) slot,
@@ -216,10 +255,7 @@ pub unsafe fn replace(
     // SAFETY: as in `pop`; the commit is the store of `new` into the slot.
     unsafe {
         core::arch::asm!(
-            "2:",
-            "lea {tmp}, [rip + 3f]",
-            "mov qword ptr [{rseq} + 8], {tmp}",
-            "4:",
+            arm!("tmp"),
             "mov {tmp:e}, dword ptr [{rseq} + 4]",
             "cmp {tmp:e}, {want:e}",
             "jne 7f",
@@ -234,18 +270,11 @@ pub unsafe fn replace(
             "5:",
             "mov {ok:e}, 1",
             "jmp 8f",
-            ".long 0x53053053",
-            "6:",
-            "jmp 2b",
+            abort_handler!(),
             "7:",
             "xor {ok:e}, {ok:e}",
             "8:",
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "3:",
-            ".long 0, 0",
-            ".quad 4b, 5b - 4b, 6b",
-            ".popsection",
+            descriptor!(),
             rseq = in(reg) rseq,
             table = in(reg) table,
             want = in(reg) cpu,
