@@ -14,9 +14,11 @@
 //! the commit, the kernel moves it to the abort handler, which starts the
 //! section over (it re-arms `rseq_cs`: the kernel cleared it). The abort
 //! handler is preceded by glibc's signature for x86-64, `0x53053053`, which
-//! the kernel checks. In the inlined pop and push the abort handler and the
-//! miss path sit in `.text.unlikely.sheafalloc_rseq`, out of line, so a hit
-//! runs straight through without a taken jump. Labels are numeric and
+//! the kernel checks. In the inlined pop and pushes the abort handler (and
+//! the pop's miss path) sit in `.text.unlikely.sheafalloc_rseq`, out of
+//! line, so a hit runs straight through without a taken jump; a push's
+//! miss jumps straight to the caller's Rust code (an `asm!` label), so it
+//! returns no flag to test. Labels are numeric and
 //! local (`2:`, `4b`; they resolve by source order across sections), so the
 //! sections may be inlined any number of times; each copy has its own
 //! descriptor. Only the documented ABI is used: `cpu_id` (offset 4) and
@@ -39,6 +41,8 @@ const CAPACITY: usize = offset_of!(Sheaf, capacity);
 const NODE: usize = offset_of!(Sheaf, node);
 const OBJECTS: usize = offset_of!(Sheaf, objects);
 const STOPPED: usize = offset_of!(CpuCache, stopped);
+const NODE_BASE: usize = offset_of!(CpuCache, node_base);
+const NODE_SPAN: usize = offset_of!(CpuCache, node_span);
 
 // The pieces every section shares, written once. Label roles: `2:` the
 // restart point, `3:` the descriptor, `4:` the first instruction of the
@@ -62,19 +66,37 @@ macro_rules! arm {
     };
 }
 
-/// The start of pop and push: loads into `{at}` the sheaf in `{slot}` of
-/// the current CPU's cache (`{table}`), or goes to the miss path if the
-/// CPU id is out of range or the CPU has no cache.
-macro_rules! current_sheaf {
-    () => {
+/// Loads into `{at}` the current CPU's cache from `{table}`, or goes to
+/// `$miss` if the CPU id is beyond the table. Every entry is a cache (the
+/// stopped, empty `NO_CACHE` for a CPU that has none yet), so there is no
+/// null test.
+macro_rules! current_cache {
+    ($miss:literal) => {
         concat!(
             "mov {at:e}, dword ptr [{rseq} + 4]\n",
             "cmp {at:e}, {max_cpus}\n",
-            "jae 7f\n",
-            "mov {at}, qword ptr [{table} + {at}*8]\n",
-            "test {at}, {at}\n",
-            "jz 7f\n",
-            "mov {at}, qword ptr [{at} + {slot}]",
+            "jae ",
+            $miss,
+            "\n",
+            "mov {at}, qword ptr [{table} + {at}*8]",
+        )
+    };
+}
+
+/// Pushes `{object}` onto the sheaf in `{at}` if it has room (else goes to
+/// `$miss`); the commit is the store of the new length.
+macro_rules! push_onto_sheaf {
+    ($miss:literal) => {
+        concat!(
+            "mov {len:e}, dword ptr [{at} + {len_off}]\n",
+            "cmp {len:e}, dword ptr [{at} + {capacity_off}]\n",
+            "jae ",
+            $miss,
+            "\n",
+            "mov qword ptr [{at} + {len}*8 + {objects}], {object}\n",
+            "add {len:e}, 1\n",
+            "mov dword ptr [{at} + {len_off}], {len:e}\n",
+            "5:",
         )
     };
 }
@@ -87,8 +109,21 @@ macro_rules! abort_handler {
     };
 }
 
-/// The tail of pop and push after the commit: the abort handler and the
-/// miss path (which zeroes `$result`) out of line, then the exit.
+/// The abort handler out of line (for sections whose miss path is a Rust
+/// label).
+macro_rules! out_of_line_abort {
+    () => {
+        concat!(
+            ".pushsection .text.unlikely.sheafalloc_rseq, \"ax\"\n",
+            abort_handler!(),
+            "\n",
+            ".popsection",
+        )
+    };
+}
+
+/// The tail of a section after the commit: the abort handler and the miss
+/// path (which zeroes `$result`) out of line, then the exit.
 macro_rules! out_of_line_tail {
     ($result:literal) => {
         concat!(
@@ -135,9 +170,10 @@ const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1)
 /// # Safety
 ///
 /// 1. `rseq` is the calling thread's registered rseq area.
-/// 2. `table` is the table of [`super::CPU_CACHES`]: every non-null entry
-///    points to a live `CpuCache`, whose slot at `slot` always holds a
-///    valid sheaf (the empty sheaf when there is none).
+/// 2. `table` is the table of [`super::CPU_CACHES`], filled (per-CPU mode
+///    is in force): every entry points to a live `CpuCache`, whose slot at
+///    `slot` always holds a valid sheaf (the empty sheaf when there is
+///    none).
 #[inline(always)]
 pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize) -> *mut u8 {
     let object: *mut u8;
@@ -151,7 +187,8 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_sheaf!(),
+            current_cache!("7f"),
+            "mov {at}, qword ptr [{at} + {slot}]",
             "mov {len:e}, dword ptr [{at} + {len_off}]",
             "sub {len:e}, 1",
             "jb 7f",
@@ -175,49 +212,89 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     object
 }
 
-/// Pushes `object` onto the sheaf in slot `slot` of the current CPU's
-/// cache if that sheaf's objects have home `home` and it has room; false
-/// otherwise.
+/// Pushes `object` onto the main sheaf in slot `slot` of the current CPU's
+/// cache if the object's home is that CPU's node (its address lies in the
+/// node's arena region, which the cache records) and the sheaf has room;
+/// false otherwise.
 ///
 /// # Safety
 ///
-/// 1. and 2. as [`pop`].
+/// 1. and 2. as [`pop`]; `slot` is a main slot (its sheaf's objects have
+///    the cache's node as home).
 #[inline(always)]
 pub unsafe fn push(
     rseq: *mut u8,
     table: *const AtomicPtr<CpuCache>,
     slot: usize,
     object: *mut u8,
-    home: usize,
 ) -> bool {
-    // In: the home node index (any value; only a sheaf's node, below
-    // `MAX_NODES`, matches); out: 1 if pushed. It is overwritten only after
-    // the commit or on the miss path, never where a restart would need it.
-    let mut home_then_ok = home;
     // SAFETY: as in `pop`; the store into the sheaf's array lies above its
-    // committed length and below its capacity, inside its storage.
+    // committed length and below its capacity, inside its storage. A miss
+    // leaves the section by a jump to the label (nothing committed).
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_sheaf!(),
-            "movzx {len:e}, word ptr [{at} + {node_off}]",
-            "cmp {len}, {home}",
-            "jne 7f",
-            "mov {len:e}, dword ptr [{at} + {len_off}]",
-            "cmp {len:e}, dword ptr [{at} + {capacity_off}]",
-            "jae 7f",
-            "mov qword ptr [{at} + {len}*8 + {objects}], {object}",
-            "add {len:e}, 1",
-            "mov dword ptr [{at} + {len_off}], {len:e}",
-            "5:",
-            "mov {home:e}, 1",
-            out_of_line_tail!("home"),
+            current_cache!("{miss}"),
+            "mov {len}, {object}",
+            "sub {len}, qword ptr [{at} + {node_base}]",
+            "cmp {len}, qword ptr [{at} + {node_span}]",
+            "jae {miss}",
+            "mov {at}, qword ptr [{at} + {slot}]",
+            push_onto_sheaf!("{miss}"),
+            out_of_line_abort!(),
             descriptor!(),
             rseq = in(reg) rseq,
             table = in(reg) table,
             slot = in(reg) slot,
             object = in(reg) object,
-            home = inout(reg) home_then_ok,
+            at = out(reg) _,
+            len = out(reg) _,
+            max_cpus = const MAX_CPUS,
+            node_base = const NODE_BASE,
+            node_span = const NODE_SPAN,
+            len_off = const LEN,
+            capacity_off = const CAPACITY,
+            objects = const OBJECTS,
+            miss = label { return false; },
+            options(nostack),
+        );
+    }
+    true
+}
+
+/// Pushes `object` onto the sheaf in slot `slot` of the current CPU's
+/// cache if that sheaf's objects have home `home` and it has room; false
+/// otherwise. For the remote batches, whose sheaves each hold one other
+/// node's objects.
+///
+/// # Safety
+///
+/// 1. and 2. as [`pop`].
+#[inline(always)]
+pub unsafe fn push_batch(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    slot: usize,
+    object: *mut u8,
+    home: usize,
+) -> bool {
+    // SAFETY: as in `push`.
+    unsafe {
+        core::arch::asm!(
+            arm!("at"),
+            current_cache!("{miss}"),
+            "mov {at}, qword ptr [{at} + {slot}]",
+            "movzx {len:e}, word ptr [{at} + {node_off}]",
+            "cmp {len}, {home}",
+            "jne {miss}",
+            push_onto_sheaf!("{miss}"),
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            slot = in(reg) slot,
+            object = in(reg) object,
+            home = in(reg) home,
             at = out(reg) _,
             len = out(reg) _,
             max_cpus = const MAX_CPUS,
@@ -225,10 +302,11 @@ pub unsafe fn push(
             capacity_off = const CAPACITY,
             node_off = const NODE,
             objects = const OBJECTS,
+            miss = label { return false; },
             options(nostack),
         );
     }
-    home_then_ok != 0
+    true
 }
 
 /// Replaces the sheaf in slot `slot` of CPU `cpu`'s cache with `new` if the

@@ -30,14 +30,9 @@ use crate::size_class::SizeClass;
 /// nothing could be done (no membarrier, or another drain is running
 /// there).
 pub fn drain(cpu: u32, class: Option<SizeClass>) -> bool {
-    let Some(cache) = CPU_CACHES
-        .get(cpu as usize)
-        .and_then(|entry| NonNull::new(entry.load(Ordering::Acquire)))
-    else {
+    let Some(cache) = super::published(cpu as usize) else {
         return true;
     };
-    // SAFETY: published caches live for the process.
-    let cache = unsafe { cache.as_ref() };
     drain_cache(cpu, cache, class, None)
 }
 
@@ -95,7 +90,7 @@ fn drain_cache(
     }
     os::membarrier_rseq_cpu(cpu);
     if let Some(new_node) = new_node {
-        cache.node.store(new_node.index() as u8, Ordering::Release);
+        cache.set_node(new_node);
     }
     cache.stopped.store(0, Ordering::Release);
     for (class, sheaves) in SizeClass::all().zip(detached) {

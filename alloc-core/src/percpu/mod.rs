@@ -38,7 +38,7 @@ mod slow;
 
 use core::mem::offset_of;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use crate::node::NodeId;
 use crate::os;
@@ -67,6 +67,10 @@ pub struct CpuCache {
     /// The node whose objects the main and spare sheaves hold (a drain
     /// changes it, when the topology moved the CPU to another node).
     node: AtomicU8,
+    /// `node`'s arena region, `[node_base, node_base + node_span)`: the
+    /// push section's home test (span 0: every push misses).
+    pub(crate) node_base: AtomicUsize,
+    pub(crate) node_span: AtomicUsize,
 }
 
 /// Which slot of a class.
@@ -108,11 +112,72 @@ impl CpuCache {
     pub(crate) fn node(&self) -> NodeId {
         NodeId::new(usize::from(self.node.load(Ordering::Acquire))).unwrap_or(NodeId::ZERO)
     }
+
+    /// Makes `node` this cache's node (its sheaves must be empty: a new
+    /// cache, or one a drain holds stopped).
+    pub(crate) fn set_node(&self, node: NodeId) {
+        self.node.store(node.index() as u8, Ordering::Release);
+        self.node_base
+            .store(crate::arena::node_base(node), Ordering::Release);
+        self.node_span
+            .store(crate::arena::node_span(), Ordering::Release);
+    }
 }
 
-/// The caches of every CPU, made on first use.
+/// The caches of every CPU, made on first use; until then (and before
+/// [`init`] chose per-CPU mode, null) an entry points to [`NO_CACHE`].
 pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; MAX_CPUS] =
     [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CPUS];
+
+/// What a CPU without a cache of its own has, so the sections follow a
+/// table entry without a null test: stopped (no replace section installs
+/// a sheaf in it), every slot the empty sheaf (pops and batch pushes
+/// miss) and a node span of 0 (main pushes miss). Its slots are set once,
+/// by [`init`], before any section runs.
+static NO_CACHE: CpuCache = CpuCache {
+    main: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
+    spare: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
+    remote: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
+    stopped: AtomicU8::new(1),
+    node: AtomicU8::new(0),
+    node_base: AtomicUsize::new(0),
+    node_span: AtomicUsize::new(0),
+};
+
+fn no_cache() -> *mut CpuCache {
+    ptr::addr_of!(NO_CACHE).cast_mut()
+}
+
+/// Points every slot of [`NO_CACHE`] at the empty sheaf and every table
+/// entry without a cache at `NO_CACHE`.
+fn fill_table() {
+    for class in SizeClass::all() {
+        for slot in [Slot::Main, Slot::Spare, Slot::Remote] {
+            NO_CACHE
+                .slot(slot, class)
+                .store(empty_sheaf(), Ordering::Release);
+        }
+    }
+    for entry in &CPU_CACHES {
+        // A failed exchange: the CPU has its cache already.
+        let _ = entry.compare_exchange(
+            ptr::null_mut(),
+            no_cache(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+}
+
+/// The cache `cpu` made, if it made one.
+pub(crate) fn published(cpu: usize) -> Option<&'static CpuCache> {
+    let cache = CPU_CACHES.get(cpu)?.load(Ordering::Acquire);
+    if cache == no_cache() {
+        return None;
+    }
+    // SAFETY: published caches live for the process.
+    NonNull::new(cache).map(|cache| unsafe { &*cache.as_ptr() })
+}
 
 /// A sheaf that is always empty and has no room: what a slot holds when it
 /// has no sheaf, so every section can follow a slot without a null check.
@@ -207,6 +272,9 @@ pub(crate) fn init() {
         0
     };
     FALLBACK.store(reason, Ordering::Release);
+    if reason == 0 {
+        fill_table();
+    }
     MODE.store(
         if reason == 0 { PER_CPU } else { PER_THREAD },
         Ordering::Release,
@@ -220,12 +288,9 @@ pub(crate) fn after_fork_in_child() {
     if MODE.load(Ordering::Acquire) != PER_CPU {
         return;
     }
-    for entry in &CPU_CACHES {
-        if let Some(cache) = NonNull::new(entry.load(Ordering::Acquire)) {
-            // SAFETY: published caches live for the process.
-            unsafe { cache.as_ref() }
-                .stopped
-                .store(0, Ordering::Release);
+    for cpu in 0..MAX_CPUS {
+        if let Some(cache) = published(cpu) {
+            cache.stopped.store(0, Ordering::Release);
         }
     }
     if !os::membarrier_register_rseq() {
@@ -273,19 +338,10 @@ pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
 pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        // The home node is arithmetic on the address; an address outside
-        // the arena gives a number no sheaf has, and the slow path sorts it.
-        let home = crate::arena::home_index_fast(object as usize);
-        // SAFETY: duty 1, as in `pop`.
-        unsafe {
-            cs::push(
-                rseq,
-                CPU_CACHES.as_ptr(),
-                Slot::Main.offset(class),
-                object,
-                home,
-            )
-        }
+        // SAFETY: duty 1, as in `pop`. The section tests the object's home
+        // against the cache's node region: an address outside it (another
+        // node, or outside the arena) misses, and the slow path sorts it.
+        unsafe { cs::push(rseq, CPU_CACHES.as_ptr(), Slot::Main.offset(class), object) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -298,10 +354,8 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
 /// `None` only if the OS refuses memory.
 pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
     let entry = CPU_CACHES.get(cpu as usize)?;
-    let existing = entry.load(Ordering::Acquire);
-    if let Some(cache) = NonNull::new(existing) {
-        // SAFETY: entries point to caches that live for the process.
-        return Some(unsafe { cache.as_ref() });
+    if let Some(cache) = published(cpu as usize) {
+        return Some(cache);
     }
     let bytes = core::mem::size_of::<CpuCache>().next_multiple_of(os::page_size());
     let block = os::map(bytes, os::page_size())?;
@@ -321,16 +375,19 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
             }
         }
         ptr::addr_of_mut!((*cache).stopped).write(AtomicU8::new(0));
-        ptr::addr_of_mut!((*cache).node).write(AtomicU8::new(node.index() as u8));
+        ptr::addr_of_mut!((*cache).node).write(AtomicU8::new(0));
+        ptr::addr_of_mut!((*cache).node_base).write(AtomicUsize::new(0));
+        ptr::addr_of_mut!((*cache).node_span).write(AtomicUsize::new(0));
+        (*cache).set_node(node);
     }
-    match entry.compare_exchange(ptr::null_mut(), cache, Ordering::AcqRel, Ordering::Acquire) {
+    match entry.compare_exchange(no_cache(), cache, Ordering::AcqRel, Ordering::Acquire) {
         // SAFETY: published; lives for the process.
         Ok(_) => Some(unsafe { &*cache }),
         Err(winner) => {
             // SAFETY: our mapping was never published.
             unsafe { os::unmap(block, bytes) };
-            // SAFETY: the winner's cache lives for the process.
-            NonNull::new(winner).map(|cache| unsafe { &*cache.as_ptr() })
+            let _ = winner;
+            published(cpu as usize)
         }
     }
 }
@@ -340,14 +397,11 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
 /// in use (racy by design).
 pub(crate) fn view(class: SizeClass) -> (u64, u32, u32) {
     let (mut objects, mut min, mut max) = (0u64, u32::MAX, 0u32);
-    for entry in &CPU_CACHES {
-        let Some(cache) = NonNull::new(entry.load(Ordering::Acquire)) else {
+    for cpu in 0..MAX_CPUS {
+        let Some(cache) = published(cpu) else {
             continue;
         };
-        // SAFETY: published caches live for the process.
-        let sheaf = unsafe { cache.as_ref() }
-            .slot(Slot::Main, class)
-            .load(Ordering::Acquire);
+        let sheaf = cache.slot(Slot::Main, class).load(Ordering::Acquire);
         if sheaf == empty_sheaf() {
             continue;
         }
@@ -373,36 +427,25 @@ pub fn current_node() -> NodeId {
     let Some(cpu) = os::current_cpu_fast() else {
         return NodeId::ZERO;
     };
-    match CPU_CACHES
-        .get(cpu as usize)
-        .and_then(|entry| NonNull::new(entry.load(Ordering::Acquire)))
-    {
-        // SAFETY: published caches live for the process.
-        Some(cache) => unsafe { cache.as_ref() }.node(),
+    match published(cpu as usize) {
+        Some(cache) => cache.node(),
         None => crate::topology::node_of_cpu(cpu),
     }
 }
 
 /// Capacity of the current CPU's main sheaf of `class` (0 if none).
 pub fn current_main_capacity(class: SizeClass) -> u32 {
-    let Some(cache) = os::current_cpu_fast()
-        .and_then(|cpu| CPU_CACHES.get(cpu as usize))
-        .and_then(|entry| NonNull::new(entry.load(Ordering::Acquire)))
-    else {
+    let Some(cache) = os::current_cpu_fast().and_then(|cpu| published(cpu as usize)) else {
         return 0;
     };
-    // SAFETY: published caches live for the process.
-    let sheaf = unsafe { cache.as_ref() }
-        .slot(Slot::Main, class)
-        .load(Ordering::Acquire);
+    let sheaf = cache.slot(Slot::Main, class).load(Ordering::Acquire);
     // SAFETY: a slot's sheaf stays allocated; racy snapshot of a word.
     unsafe { core::ptr::read_volatile(ptr::addr_of!((*sheaf).capacity)) }
 }
 
 /// CPUs with a cache.
 pub fn cpus_with_caches() -> usize {
-    CPU_CACHES
-        .iter()
-        .filter(|entry| !entry.load(Ordering::Relaxed).is_null())
+    (0..MAX_CPUS)
+        .filter(|&cpu| published(cpu).is_some())
         .count()
 }

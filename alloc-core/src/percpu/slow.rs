@@ -299,7 +299,7 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
     {
         // SAFETY: duty 1 (the rseq area); the object is free (duty 2).
         let pushed = unsafe {
-            super::cs::push(
+            super::cs::push_batch(
                 here.rseq,
                 super::CPU_CACHES.as_ptr(),
                 Slot::Remote.offset(here.class),
