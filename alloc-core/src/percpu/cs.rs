@@ -32,7 +32,7 @@
 use core::mem::offset_of;
 use core::sync::atomic::AtomicPtr;
 
-use super::CpuCache;
+use super::{CpuCache, SpareHas};
 use crate::sheaf::Sheaf;
 use crate::topology::MAX_CPUS;
 
@@ -305,6 +305,74 @@ pub unsafe fn push_batch(
             miss = label { return false; },
             options(nostack),
         );
+    }
+    true
+}
+
+/// Swaps main and spare of the class whose main slot is at `main_slot`
+/// (the spare is the next word), on the current CPU's cache, if the cache
+/// is not stopped, the spare has `capacity` (the cache's: a spare of
+/// another capacity goes through the slow path, which resizes it) and the
+/// spare `has` what the caller needs; true if it did. One section, and its
+/// commit is one 16-byte store of both slots: a spare swap costs one
+/// section instead of two replaces and a park.
+///
+/// # Safety
+///
+/// 1. and 2. as [`pop`]; `main_slot` is a main slot's offset.
+#[inline]
+pub unsafe fn swap_spare(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    main_slot: usize,
+    capacity: u32,
+    has: SpareHas,
+) -> bool {
+    // `cmp` then `je` (needs objects: a length of 0 misses) or `jne`.
+    macro_rules! section {
+        ($miss_if_empty:literal) => {
+            // SAFETY: as in `pop`: the addresses are the rseq area, the
+            // table, a live cache and the live sheaf in its spare slot; the
+            // only store is the commit, both slots at once (16-byte
+            // aligned: `MainAndSpare`), each slot getting a valid sheaf the
+            // other held.
+            unsafe {
+                core::arch::asm!(
+                    arm!("at"),
+                    current_cache!("{miss}"),
+                    "cmp byte ptr [{at} + {stopped}], 0",
+                    "jne {miss}",
+                    "mov {spare}, qword ptr [{at} + {slot} + 8]",
+                    "cmp dword ptr [{spare} + {capacity_off}], {capacity:e}",
+                    "jne {miss}",
+                    "cmp dword ptr [{spare} + {len_off}], 0",
+                    $miss_if_empty,
+                    "movdqu {pair}, xmmword ptr [{at} + {slot}]",
+                    "pshufd {pair}, {pair}, 0x4E",
+                    "movdqu xmmword ptr [{at} + {slot}], {pair}",
+                    "5:",
+                    out_of_line_abort!(),
+                    descriptor!(),
+                    rseq = in(reg) rseq,
+                    table = in(reg) table,
+                    slot = in(reg) main_slot,
+                    capacity = in(reg) capacity,
+                    at = out(reg) _,
+                    spare = out(reg) _,
+                    pair = out(xmm_reg) _,
+                    max_cpus = const MAX_CPUS,
+                    stopped = const STOPPED,
+                    len_off = const LEN,
+                    capacity_off = const CAPACITY,
+                    miss = label { return false; },
+                    options(nostack),
+                );
+            }
+        };
+    }
+    match has {
+        SpareHas::Objects => section!("je {miss}"),
+        SpareHas::NoObjects => section!("jne {miss}"),
     }
     true
 }

@@ -57,10 +57,13 @@ pub use slow::{alloc_slow, free_slow};
 /// its own `node`. Slots change only in a restartable section running on
 /// this CPU (`cs::replace`, refused while `stopped`), or in a drain
 /// (`drain.rs`) while `stopped`.
-#[repr(C)]
+///
+/// A class's main and spare slots are one aligned 16-byte pair, so one
+/// store can swap them (`cs::swap_spare`).
+#[repr(C, align(16))]
 pub struct CpuCache {
-    main: [AtomicPtr<Sheaf>; NUM_CLASSES],
-    spare: [AtomicPtr<Sheaf>; NUM_CLASSES],
+    /// Per class: `[main, spare]`.
+    pairs: [MainAndSpare; NUM_CLASSES],
     remote: [AtomicPtr<Sheaf>; NUM_CLASSES],
     /// Nonzero while a drain empties the cache.
     pub(crate) stopped: AtomicU8,
@@ -72,6 +75,18 @@ pub struct CpuCache {
     pub(crate) node_base: AtomicUsize,
     pub(crate) node_span: AtomicUsize,
 }
+
+/// A class's main and spare slots, in that order, 16-byte aligned.
+#[repr(C, align(16))]
+struct MainAndSpare([AtomicPtr<Sheaf>; 2]);
+
+impl MainAndSpare {
+    const fn new() -> Self {
+        Self([const { AtomicPtr::new(ptr::null_mut()) }; 2])
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<MainAndSpare>() == 16);
 
 /// Which slot of a class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,27 +100,30 @@ impl Slot {
     /// Byte offset of the slot of `class` in a [`CpuCache`].
     #[inline(always)]
     pub(crate) fn offset(self, class: SizeClass) -> usize {
-        let array = match self {
-            Slot::Main => offset_of!(CpuCache, main),
-            Slot::Spare => offset_of!(CpuCache, spare),
-            Slot::Remote => offset_of!(CpuCache, remote),
-        };
-        // Cannot wrap: `class.index() < NUM_CLASSES`, three arrays of 97
-        // pointers.
-        array.wrapping_add(class.index().wrapping_mul(core::mem::size_of::<usize>()))
+        let index = class.index();
+        // Cannot wrap: `class.index() < NUM_CLASSES`; the arrays are 97
+        // pairs and 97 pointers.
+        match self {
+            Slot::Main => offset_of!(CpuCache, pairs).wrapping_add(index.wrapping_mul(16)),
+            Slot::Spare => {
+                offset_of!(CpuCache, pairs).wrapping_add(index.wrapping_mul(16).wrapping_add(8))
+            }
+            Slot::Remote => offset_of!(CpuCache, remote).wrapping_add(index.wrapping_mul(8)),
+        }
     }
 }
 
 impl CpuCache {
     /// The slot of `class`.
     pub(crate) fn slot(&self, slot: Slot, class: SizeClass) -> &AtomicPtr<Sheaf> {
-        let array = match slot {
-            Slot::Main => &self.main,
-            Slot::Spare => &self.spare,
-            Slot::Remote => &self.remote,
-        };
         // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
-        unsafe { array.get_unchecked(class.index()) }
+        unsafe {
+            match slot {
+                Slot::Main => &self.pairs.get_unchecked(class.index()).0[0],
+                Slot::Spare => &self.pairs.get_unchecked(class.index()).0[1],
+                Slot::Remote => self.remote.get_unchecked(class.index()),
+            }
+        }
     }
 
     /// The node of this CPU's sheaves.
@@ -135,8 +153,7 @@ pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; MAX_CPUS] =
 /// miss) and a node span of 0 (main pushes miss). Its slots are set once,
 /// by [`init`], before any section runs.
 static NO_CACHE: CpuCache = CpuCache {
-    main: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
-    spare: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
+    pairs: [const { MainAndSpare::new() }; NUM_CLASSES],
     remote: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
     stopped: AtomicU8::new(1),
     node: AtomicU8::new(0),
@@ -347,6 +364,42 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
     {
         let _ = (rseq, class, object);
         false
+    }
+}
+
+/// What [`swap_spare`] requires of the spare.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpareHas {
+    /// Objects (an allocation found main empty).
+    Objects,
+    /// No objects (a free found main full).
+    NoObjects,
+}
+
+/// Swaps the current CPU's main and spare sheaves of `class` in one
+/// section if the spare has the cache's `capacity` and `has` what the
+/// caller needs (see `cs::swap_spare`); true if it did.
+///
+/// # Safety
+///
+/// 1. As [`pop`].
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) unsafe fn swap_spare(
+    rseq: *mut u8,
+    class: SizeClass,
+    capacity: u32,
+    has: SpareHas,
+) -> bool {
+    // SAFETY: duty 1, as in `pop`.
+    unsafe {
+        cs::swap_spare(
+            rseq,
+            CPU_CACHES.as_ptr(),
+            Slot::Main.offset(class),
+            capacity,
+            has,
+        )
     }
 }
 

@@ -16,7 +16,7 @@
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
-use super::{cache_of, empty_sheaf, CpuCache, Slot};
+use super::{cache_of, empty_sheaf, CpuCache, Slot, SpareHas};
 use crate::cache::{CacheCounters, ClassDepot};
 use crate::exchange::{self, Depot};
 use crate::node::NodeId;
@@ -134,6 +134,30 @@ pub(super) fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) {
     }
 }
 
+/// The single-section spare swap (`cs::swap_spare`), counted; false where
+/// it does not apply (then the replace-based steps below run).
+///
+/// # Safety
+///
+/// 1. As [`alloc_slow`].
+unsafe fn swap_in_spare(
+    rseq: *mut u8,
+    class: SizeClass,
+    depot: &ClassDepot,
+    has: SpareHas,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: duty 1.
+        if unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) } {
+            CacheCounters::add(&depot.counters().spare_swaps, 1);
+            return true;
+        }
+    }
+    let _ = (rseq, class, depot, has);
+    false
+}
+
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
 /// `class` is empty. Null only if the OS refuses memory.
 ///
@@ -147,6 +171,12 @@ pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass) -> *mut u8 {
         // SAFETY: duty 1.
         if let Some(object) = unsafe { super::pop(rseq, class) } {
             return object;
+        }
+        // 0. The spare has objects and the cache's capacity: one section
+        // swaps it in.
+        // SAFETY: duty 1.
+        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects) } {
+            continue;
         }
         let Some(here) = Here::now(rseq, class) else {
             break;
@@ -233,6 +263,12 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
         // SAFETY: duties 1 and 2.
         if unsafe { super::push(rseq, class, object) } {
             return;
+        }
+        // 0. An empty spare of the cache's capacity: one section swaps it
+        // in.
+        // SAFETY: duty 1.
+        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::NoObjects) } {
+            continue;
         }
         let main = here.load(Slot::Main);
         let spare = here.load(Slot::Spare);
