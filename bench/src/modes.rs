@@ -60,6 +60,7 @@ fn report(sweep: &Sweep) -> String {
          (for time and memory units the ratio is inverted). Paired ratios: each round's \
          per-CPU run against the per-thread run of the same round.\n"
     );
+    let _ = writeln!(out, "{}\n", sweep.left_out_note());
     let _ = writeln!(
         out,
         "| workload | unit | per-cpu | per-thread | per-cpu / per-thread | paired ratios | modes as expected |\n\

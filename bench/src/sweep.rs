@@ -2,8 +2,12 @@
 //! several environments (`tuning`: capacities; `modes`: per-CPU against
 //! per-thread sheaves), configurations interleaved and their order rotated
 //! by one each round, every run logged to `bench/results/NAME.jsonl` as it
-//! ends. Comparing one binary with itself needs no round-trip probe: every
-//! configuration sees the same host, a run apart.
+//! ends. Cross-thread workloads record a core-to-core round trip beside
+//! each run, and on this kind of host it swings 2–100× from one run to the
+//! next when the host moves the vCPUs apart; the medians therefore leave
+//! out the runs of a workload whose round trip was more than
+//! [`QUIET_RTT_FACTOR`]× the workload's quietest (a configuration with no
+//! quiet run keeps all its runs), and the reports say how many.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -59,14 +63,72 @@ pub struct Sweep {
     pub stem: String,
 }
 
+/// A run is quiet if its round trip is at most this many times the
+/// quietest of its workload's runs.
+pub const QUIET_RTT_FACTOR: f64 = 2.0;
+
 impl Sweep {
-    /// The median of configuration `config` for workload number `w`.
-    pub fn median(&self, w: usize, config: usize) -> Option<f64> {
-        let values: Vec<f64> = self.results[w]
+    /// Whether `outcome` of workload number `w` ran in a quiet period (a
+    /// workload without a round-trip probe: always).
+    pub fn quiet(&self, w: usize, outcome: &Outcome) -> bool {
+        let quietest = self.results[w]
+            .iter()
+            .map(|o| o.record.number("rtt_ns"))
+            .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let rtt = outcome.record.number("rtt_ns");
+        !quietest.is_finite() || !rtt.is_finite() || rtt <= QUIET_RTT_FACTOR * quietest
+    }
+
+    /// The runs of configuration `config` for workload number `w` the
+    /// medians use: the quiet ones, or all if none was quiet.
+    pub fn used(&self, w: usize, config: usize) -> Vec<&Outcome> {
+        let runs: Vec<&Outcome> = self.results[w]
             .iter()
             .filter(|o| o.config == config && o.value.is_finite())
-            .map(|o| o.value)
             .collect();
+        let quiet: Vec<&Outcome> = runs.iter().copied().filter(|o| self.quiet(w, o)).collect();
+        if quiet.is_empty() {
+            runs
+        } else {
+            quiet
+        }
+    }
+
+    /// Runs of workload number `w` the medians leave out (noisy periods).
+    pub fn left_out(&self, w: usize) -> usize {
+        let used: usize = (0..self.configs.len()).map(|c| self.used(w, c).len()).sum();
+        let finite = self.results[w]
+            .iter()
+            .filter(|o| o.value.is_finite())
+            .count();
+        finite.saturating_sub(used)
+    }
+
+    /// A sentence for the reports: how many runs were left out, and why.
+    pub fn left_out_note(&self) -> String {
+        let per_workload: Vec<String> = (0..self.workloads.len())
+            .filter_map(|w| {
+                let n = self.left_out(w);
+                (n > 0).then(|| format!("{} {n}", self.workloads[w].name()))
+            })
+            .collect();
+        let rule = format!(
+            "Runs whose core-to-core round trip was more than {QUIET_RTT_FACTOR}× the quietest \
+             of their workload are left out of the medians (a configuration without a quiet \
+             run keeps all of its runs)"
+        );
+        if per_workload.is_empty() {
+            format!("{rule}; none was left out.")
+        } else {
+            format!("{rule}; left out: {}.", per_workload.join(", "))
+        }
+    }
+
+    /// The median of configuration `config` for workload number `w`, over
+    /// the runs [`Sweep::used`] keeps.
+    pub fn median(&self, w: usize, config: usize) -> Option<f64> {
+        let values: Vec<f64> = self.used(w, config).iter().map(|o| o.value).collect();
         (!values.is_empty()).then(|| summary::median(&values))
     }
 
@@ -222,5 +284,58 @@ pub fn save(name: &str, sweep: &Sweep, report: &str) {
         Ok(names) if !names.is_empty() => eprintln!("updated {} ({name})", readme.display()),
         Ok(_) => {}
         Err(error) => eprintln!("sheafalloc-bench {name}: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(config: usize, value: f64, rtt: &str) -> Outcome {
+        let line = format!("result workload=handoff-1to1 value={value} rtt_ns={rtt}");
+        Outcome {
+            round: 1,
+            config,
+            value,
+            record: Record::parse_line(&line).expect("a result line"),
+        }
+    }
+
+    fn sweep(results: Vec<Outcome>) -> Sweep {
+        Sweep {
+            workloads: vec![Workload::Handoff1to1],
+            configs: vec![Config::new("a", &[]), Config::new("b", &[])],
+            results: vec![results],
+            provenance: String::new(),
+            stem: "test".into(),
+        }
+    }
+
+    #[test]
+    fn medians_leave_out_runs_of_a_noisy_period() {
+        // Config a: one quiet run (rtt 70) and one taken while the vCPUs
+        // were apart (rtt 9650, a third of the throughput).
+        let s = sweep(vec![
+            outcome(0, 12.0, "70"),
+            outcome(0, 4.0, "9650"),
+            outcome(1, 10.0, "75"),
+            outcome(1, 11.0, "139"),
+        ]);
+        assert_eq!(s.median(0, 0), Some(12.0));
+        assert_eq!(s.median(0, 1), Some(10.5), "139 <= 2 x 70: kept");
+        assert_eq!(s.left_out(0), 1);
+        assert!(s.left_out_note().contains("handoff-1to1 1"));
+    }
+
+    #[test]
+    fn a_configuration_without_a_quiet_run_keeps_all_of_them() {
+        let s = sweep(vec![
+            outcome(0, 12.0, "70"),
+            outcome(1, 4.0, "9650"),
+            outcome(1, 6.0, "8000"),
+        ]);
+        assert_eq!(s.median(0, 1), Some(5.0));
+        assert_eq!(s.left_out(0), 0);
+        assert!(s.left_out_note().ends_with("none was left out."));
     }
 }

@@ -98,6 +98,7 @@ fn report(sweep: &Sweep) -> String {
          `auto / best fixed` above 0.98 meets the target (within 2%); above 1 is better. \
          Time units: lower is better, and the ratios are inverted so above 1 still means better.\n"
     );
+    let _ = writeln!(out, "{}\n", sweep.left_out_note());
     let mut header = String::from("| workload | unit |");
     let mut rule = String::from("|---|---|");
     for config in &sweep.configs {
