@@ -12,11 +12,23 @@ use common::{client, get, raw, sidecar, Expect, Method};
 /// A capacity no default has, to see whether a refused write changed it.
 const PROBE: &str = "size-3072";
 
+/// Held by each test while it reads and writes `PROBE`'s capacity: the
+/// tests of this binary run in parallel, and one of them writes a capacity
+/// and restores it while another compares before with after.
+static PROBE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock_probe() -> std::sync::MutexGuard<'static, ()> {
+    PROBE_LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn a_host_that_does_not_name_the_sidecar_is_misdirected_everywhere() {
     let handle = sidecar(None);
     let port = handle.local_addr().port();
     let api = client(&handle);
+    let _probe = lock_probe();
     let before = api.cache(PROBE).unwrap().sheaf_capacity;
     for host in [
         format!("evil.example:{port}"),
@@ -84,6 +96,7 @@ fn writes_from_other_origins_are_forbidden() {
     let handle = sidecar(None);
     let port = handle.local_addr().port();
     let api = client(&handle);
+    let _probe = lock_probe();
     let before = api.cache(PROBE).unwrap().sheaf_capacity;
     let capacity_path = format!("/v1/caches/{PROBE}/sheaf_capacity");
     for origin in [
@@ -152,6 +165,7 @@ fn writes_from_other_origins_are_forbidden() {
 fn writes_must_be_declared_json() {
     let handle = sidecar(None);
     let api = client(&handle);
+    let _probe = lock_probe();
     let before = api.cache(PROBE).unwrap().sheaf_capacity;
     let capacity_path = format!("/v1/caches/{PROBE}/sheaf_capacity");
     // What an HTML form or a no-cors fetch can send without a preflight.
