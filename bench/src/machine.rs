@@ -69,6 +69,8 @@ pub fn load_average() -> String {
 
 /// The git commit checked out in the bench's source tree when this runs,
 /// and whether the tree had uncommitted changes (`None`: not a git tree).
+/// Results and documents do not count (`bench/results/`, Markdown files):
+/// a benchmark writes them as it runs, and they are not what was measured.
 pub fn source_commit() -> Option<(String, bool)> {
     let dir = env!("CARGO_MANIFEST_DIR");
     let commit = Command::new("git")
@@ -78,7 +80,8 @@ pub fn source_commit() -> Option<(String, bool)> {
         .filter(|out| out.status.success())
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())?;
     let dirty = Command::new("git")
-        .args(["-C", dir, "status", "--porcelain", "--untracked-files=no"])
+        .args(["-C", dir, "status", "--porcelain", "--untracked-files=no", "--"])
+        .args([":/", ":(exclude,top)bench/results", ":(exclude,glob)**/*.md"])
         .output()
         .ok()
         .is_some_and(|out| !out.stdout.is_empty());
