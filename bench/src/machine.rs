@@ -80,8 +80,19 @@ pub fn source_commit() -> Option<(String, bool)> {
         .filter(|out| out.status.success())
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())?;
     let dirty = Command::new("git")
-        .args(["-C", dir, "status", "--porcelain", "--untracked-files=no", "--"])
-        .args([":/", ":(exclude,top)bench/results", ":(exclude,glob)**/*.md"])
+        .args([
+            "-C",
+            dir,
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+        ])
+        .args([
+            ":/",
+            ":(exclude,top)bench/results",
+            ":(exclude,glob)**/*.md",
+        ])
         .output()
         .ok()
         .is_some_and(|out| !out.stdout.is_empty());
