@@ -174,16 +174,6 @@ pub fn home_node(ptr: usize) -> Option<NodeId> {
     }
 }
 
-/// The home node index of an arena address as fast as arithmetic allows
-/// (for the per-CPU free fast path): for an address below the arena or
-/// beyond the last node's region, a number of `MAX_NODES` or more (or a
-/// wrapped one), which no sheaf's node can match. Two instructions and no
-/// branch: the comparison with the sheaf's node does the range check.
-#[inline(always)]
-pub fn home_index_fast(ptr: usize) -> usize {
-    ptr.wrapping_sub(base()) >> NODE_SHIFT.load(Ordering::Relaxed)
-}
-
 /// Chunk index of `ptr` within `node`'s region; `ptr` must lie in that
 /// region (`home_node(ptr) == Some(node)`).
 #[inline]
