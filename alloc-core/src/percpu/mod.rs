@@ -100,15 +100,16 @@ impl Slot {
     /// Byte offset of the slot of `class` in a [`CpuCache`].
     #[inline(always)]
     pub(crate) fn offset(self, class: SizeClass) -> usize {
+        const PAIR: usize = core::mem::size_of::<MainAndSpare>();
+        const SLOT: usize = core::mem::size_of::<AtomicPtr<Sheaf>>();
         let index = class.index();
         // Cannot wrap: `class.index() < NUM_CLASSES`; the arrays are 97
         // pairs and 97 pointers.
+        let pair = offset_of!(CpuCache, pairs).wrapping_add(index.wrapping_mul(PAIR));
         match self {
-            Slot::Main => offset_of!(CpuCache, pairs).wrapping_add(index.wrapping_mul(16)),
-            Slot::Spare => {
-                offset_of!(CpuCache, pairs).wrapping_add(index.wrapping_mul(16).wrapping_add(8))
-            }
-            Slot::Remote => offset_of!(CpuCache, remote).wrapping_add(index.wrapping_mul(8)),
+            Slot::Main => pair,
+            Slot::Spare => pair.wrapping_add(SLOT),
+            Slot::Remote => offset_of!(CpuCache, remote).wrapping_add(index.wrapping_mul(SLOT)),
         }
     }
 }
@@ -383,7 +384,6 @@ pub(crate) enum SpareHas {
 /// # Safety
 ///
 /// 1. As [`pop`].
-#[cfg(target_arch = "x86_64")]
 #[inline]
 pub(crate) unsafe fn swap_spare(
     rseq: *mut u8,
@@ -391,15 +391,23 @@ pub(crate) unsafe fn swap_spare(
     capacity: u32,
     has: SpareHas,
 ) -> bool {
-    // SAFETY: duty 1, as in `pop`.
-    unsafe {
-        cs::swap_spare(
-            rseq,
-            CPU_CACHES.as_ptr(),
-            Slot::Main.offset(class),
-            capacity,
-            has,
-        )
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: duty 1, as in `pop`.
+        unsafe {
+            cs::swap_spare(
+                rseq,
+                CPU_CACHES.as_ptr(),
+                Slot::Main.offset(class),
+                capacity,
+                has,
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rseq, class, capacity, has);
+        false
     }
 }
 
@@ -436,10 +444,9 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
     match entry.compare_exchange(no_cache(), cache, Ordering::AcqRel, Ordering::Acquire) {
         // SAFETY: published; lives for the process.
         Ok(_) => Some(unsafe { &*cache }),
-        Err(winner) => {
+        Err(_) => {
             // SAFETY: our mapping was never published.
             unsafe { os::unmap(block, bytes) };
-            let _ = winner;
             published(cpu as usize)
         }
     }

@@ -146,16 +146,12 @@ unsafe fn swap_in_spare(
     depot: &ClassDepot,
     has: SpareHas,
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: duty 1.
-        if unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) } {
-            CacheCounters::add(&depot.counters().spare_swaps, 1);
-            return true;
-        }
+    // SAFETY: duty 1.
+    let swapped = unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) };
+    if swapped {
+        CacheCounters::add(&depot.counters().spare_swaps, 1);
     }
-    let _ = (rseq, class, depot, has);
-    false
+    swapped
 }
 
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
