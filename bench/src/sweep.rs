@@ -68,16 +68,15 @@ pub struct Sweep {
 pub const QUIET_RTT_FACTOR: f64 = 2.0;
 
 impl Sweep {
-    /// Whether `outcome` of workload number `w` ran in a quiet period (a
-    /// workload without a round-trip probe: always).
-    pub fn quiet(&self, w: usize, outcome: &Outcome) -> bool {
-        let quietest = self.results[w]
-            .iter()
-            .map(|o| o.record.number("rtt_ns"))
-            .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        let rtt = outcome.record.number("rtt_ns");
-        !quietest.is_finite() || !rtt.is_finite() || rtt <= QUIET_RTT_FACTOR * quietest
+    /// The round trip above which a run of workload number `w` counts as
+    /// noisy (infinite for a workload without a round-trip probe).
+    fn noisy_above(&self, w: usize) -> f64 {
+        QUIET_RTT_FACTOR
+            * self.results[w]
+                .iter()
+                .map(|o| o.record.number("rtt_ns"))
+                .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
+                .fold(f64::INFINITY, f64::min)
     }
 
     /// The runs of configuration `config` for workload number `w` the
@@ -87,7 +86,16 @@ impl Sweep {
             .iter()
             .filter(|o| o.config == config && o.value.is_finite())
             .collect();
-        let quiet: Vec<&Outcome> = runs.iter().copied().filter(|o| self.quiet(w, o)).collect();
+        let limit = self.noisy_above(w);
+        let quiet: Vec<&Outcome> = runs
+            .iter()
+            .copied()
+            .filter(|o| {
+                let rtt = o.record.number("rtt_ns");
+                // A run without a round trip counts as quiet.
+                !rtt.is_finite() || rtt <= limit
+            })
+            .collect();
         if quiet.is_empty() {
             runs
         } else {
