@@ -101,6 +101,7 @@ pub mod server;
 pub mod state;
 pub mod token;
 pub mod topology;
+mod unread_body;
 
 pub use config::{Config, ConfigError, Limits};
 pub use error::{ApiError, ErrorBody};

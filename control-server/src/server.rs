@@ -10,7 +10,9 @@
 //! timeout (idle and slow clients), a request timeout (408) and a write
 //! timeout (clients that do not read), and a bounded request head. It also
 //! answers only requests whose `Host` names the bound address or a
-//! loopback name (421 otherwise; see [`crate::cross_site`]).
+//! loopback name (421 otherwise; see [`crate::cross_site`]), and an answer
+//! that left the request body unread says `connection: close` (see
+//! [`crate::unread_body`]).
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -29,7 +31,7 @@ use tokio::sync::{oneshot, Semaphore};
 use crate::config::{Config, ConfigError, Limits};
 use crate::conn::WriteDeadline;
 use crate::error::ErrorBody;
-use crate::{cross_site, limits, router, AppState};
+use crate::{cross_site, limits, router, unread_body, AppState};
 
 /// How long a graceful shutdown may wait for open connections before the
 /// server thread stops anyway.
@@ -231,7 +233,8 @@ async fn serve(
         }))
         .layer(middleware::from_fn(move |request, next| {
             cross_site::check_host(bound, request, next)
-        }));
+        }))
+        .layer(middleware::from_fn(unread_body::close_if_body_unread));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)

@@ -39,6 +39,10 @@ fn with_a_token_writes_need_the_bearer_header() {
         let message = reply.expect_error(401);
         assert!(message.contains("Bearer"), "{message}");
         assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
+        // The body was never read, so the connection cannot be reused, and
+        // the answer says so: a pooling client's next request (the purge
+        // just below) goes out on a new connection.
+        assert_eq!(reply.header("connection"), Some("close"));
         let error = client.purge().unwrap_err();
         assert!(
             matches!(error, ClientError::Status { status: 401, .. }),
