@@ -451,6 +451,37 @@ pub fn cpu_count() -> usize {
     }
 }
 
+/// One more than the highest CPU id the kernel may ever report
+/// (`nr_cpu_ids`): the last id of `/sys/devices/system/cpu/possible`, plus
+/// one. The set of possible CPUs is fixed at boot; hot-plugged CPUs are
+/// among them. `None` if the file cannot be read or parsed.
+pub fn possible_cpu_ids() -> Option<usize> {
+    let mut buf = [0u8; 256];
+    let len = read_small_file(c"/sys/devices/system/cpu/possible", &mut buf)?;
+    cpu_list_end(buf.get(..len)?)
+}
+
+/// One more than the highest id of a kernel CPU list (`0-3,8,10-11\n`);
+/// `None` if the text is not one.
+pub fn cpu_list_end(list: &[u8]) -> Option<usize> {
+    let list = list.trim_ascii();
+    let last = list.rsplit(|&byte| byte == b',' || byte == b'-').next()?;
+    if last.is_empty()
+        || !list
+            .iter()
+            .all(|&b| b.is_ascii_digit() || b == b',' || b == b'-')
+    {
+        return None;
+    }
+    let mut id: usize = 0;
+    for &digit in last {
+        id = id
+            .checked_mul(10)?
+            .checked_add(usize::from(digit.wrapping_sub(b'0')))?;
+    }
+    id.checked_add(1)
+}
+
 /// Where the kernel keeps the calling thread's current CPU: glibc's rseq
 /// registration (`__rseq_offset` from the thread pointer), found once.
 static RSEQ_OFFSET: core::sync::atomic::AtomicIsize = core::sync::atomic::AtomicIsize::new(0);
@@ -528,7 +559,7 @@ fn thread_pointer() -> usize {
 }
 
 /// The CPU id the kernel keeps in the rseq area, if registered and set.
-fn current_rseq_cpu() -> Option<u32> {
+pub fn current_rseq_cpu() -> Option<u32> {
     let area = rseq_area();
     if area.is_null() {
         return None;
@@ -635,4 +666,30 @@ pub fn bind_to_node(ptr: NonNull<u8>, bytes: usize, os_node: u32, mode: NumaBind
         )
     };
     rc == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_end_one_past_their_last_id() {
+        assert_eq!(cpu_list_end(b"0\n"), Some(1));
+        assert_eq!(cpu_list_end(b"0-1\n"), Some(2));
+        assert_eq!(cpu_list_end(b"0-3,8,10-11\n"), Some(12));
+        assert_eq!(cpu_list_end(b"0-1023"), Some(1024));
+        for bad in [&b""[..], b"\n", b"0-", b"zero", b"0-3,x", b"-"] {
+            assert_eq!(cpu_list_end(bad), None, "{:?}", core::str::from_utf8(bad));
+        }
+    }
+
+    #[test]
+    fn this_machine_reports_its_possible_cpus() {
+        let ids = possible_cpu_ids().expect("/sys/devices/system/cpu/possible");
+        // Every configured CPU is a possible one.
+        assert!(ids >= cpu_count(), "{ids} < {}", cpu_count());
+        if let Some(cpu) = current_cpu() {
+            assert!((cpu as usize) < ids, "cpu {cpu} of {ids}");
+        }
+    }
 }

@@ -34,7 +34,6 @@ use core::sync::atomic::AtomicPtr;
 
 use super::{CpuCache, SpareHas};
 use crate::sheaf::Sheaf;
-use crate::topology::MAX_CPUS;
 
 const LEN: usize = offset_of!(Sheaf, len);
 const CAPACITY: usize = offset_of!(Sheaf, capacity);
@@ -66,18 +65,14 @@ macro_rules! arm {
     };
 }
 
-/// Loads into `{at}` the current CPU's cache from `{table}`, or goes to
-/// `$miss` if the CPU id is beyond the table. Every entry is a cache (the
-/// stopped, empty `NO_CACHE` for a CPU that has none yet), so there is no
-/// null test.
+/// Loads into `{at}` the current CPU's cache from `{table}`. Every entry
+/// is a cache (the stopped, empty `NO_CACHE` for a CPU that has none yet),
+/// and the CPU id of every area a section runs with indexes the table
+/// (duty 1 of the sections), so there is neither a bound nor a null test.
 macro_rules! current_cache {
-    ($miss:literal) => {
+    () => {
         concat!(
             "mov {at:e}, dword ptr [{rseq} + 4]\n",
-            "cmp {at:e}, {max_cpus}\n",
-            "jae ",
-            $miss,
-            "\n",
             "mov {at}, qword ptr [{table} + {at}*8]",
         )
     };
@@ -169,11 +164,13 @@ const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1)
 ///
 /// # Safety
 ///
-/// 1. `rseq` is the calling thread's registered rseq area.
-/// 2. `table` is the table of [`super::CPU_CACHES`], filled (per-CPU mode
-///    is in force): every entry points to a live `CpuCache`, whose slot at
-///    `slot` always holds a valid sheaf (the empty sheaf when there is
-///    none).
+/// 1. `rseq` is the calling thread's registered rseq area, whose CPU id
+///    indexes `table` once set (per-CPU mode checked that every possible
+///    CPU id does, and the thread checked that the id was set), or the
+///    stand-in [`super::no_rseq`].
+/// 2. `table` is the table of [`super::CPU_CACHES`]: every entry points to
+///    a live `CpuCache`, whose slot at `slot` always holds a valid sheaf
+///    (the empty sheaf when there is none).
 #[inline(always)]
 pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize) -> *mut u8 {
     let object: *mut u8;
@@ -187,7 +184,7 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("7f"),
+            current_cache!(),
             "mov {at}, qword ptr [{at} + {slot}]",
             "mov {len:e}, dword ptr [{at} + {len_off}]",
             "sub {len:e}, 1",
@@ -203,7 +200,6 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
             object = out(reg) object,
             at = out(reg) _,
             len = out(reg) _,
-            max_cpus = const MAX_CPUS,
             len_off = const LEN,
             objects = const OBJECTS,
             options(nostack),
@@ -234,7 +230,7 @@ pub unsafe fn push(
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("{miss}"),
+            current_cache!(),
             "mov {len}, {object}",
             "sub {len}, qword ptr [{at} + {node_base}]",
             "cmp {len}, qword ptr [{at} + {node_span}]",
@@ -249,7 +245,6 @@ pub unsafe fn push(
             object = in(reg) object,
             at = out(reg) _,
             len = out(reg) _,
-            max_cpus = const MAX_CPUS,
             node_base = const NODE_BASE,
             node_span = const NODE_SPAN,
             len_off = const LEN,
@@ -282,7 +277,7 @@ pub unsafe fn push_batch(
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("{miss}"),
+            current_cache!(),
             "mov {at}, qword ptr [{at} + {slot}]",
             "movzx {len:e}, word ptr [{at} + {node_off}]",
             "cmp {len}, {home}",
@@ -297,7 +292,6 @@ pub unsafe fn push_batch(
             home = in(reg) home,
             at = out(reg) _,
             len = out(reg) _,
-            max_cpus = const MAX_CPUS,
             len_off = const LEN,
             capacity_off = const CAPACITY,
             node_off = const NODE,
@@ -339,7 +333,7 @@ pub unsafe fn swap_spare(
             unsafe {
                 core::arch::asm!(
                     arm!("at"),
-                    current_cache!("{miss}"),
+                    current_cache!(),
                     "cmp byte ptr [{at} + {stopped}], 0",
                     "jne {miss}",
                     "mov {spare}, qword ptr [{at} + {slot} + 8]",
@@ -360,8 +354,7 @@ pub unsafe fn swap_spare(
                     at = out(reg) _,
                     spare = out(reg) _,
                     pair = out(xmm_reg) _,
-                    max_cpus = const MAX_CPUS,
-                    stopped = const STOPPED,
+                            stopped = const STOPPED,
                     len_off = const LEN,
                     capacity_off = const CAPACITY,
                     miss = label { return false; },
@@ -406,8 +399,6 @@ pub unsafe fn replace(
             "cmp {tmp:e}, {want:e}",
             "jne 7f",
             "mov {cache}, qword ptr [{table} + {tmp}*8]",
-            "test {cache}, {cache}",
-            "jz 7f",
             "cmp byte ptr [{cache} + {stopped}], 0",
             "jne 7f",
             "cmp qword ptr [{cache} + {slot}], {expected}",

@@ -36,6 +36,7 @@ mod cs;
 mod drain;
 mod slow;
 
+use core::cell::UnsafeCell;
 use core::mem::offset_of;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
@@ -143,48 +144,106 @@ impl CpuCache {
     }
 }
 
-/// The caches of every CPU, made on first use; until then (and before
-/// [`init`] chose per-CPU mode, null) an entry points to [`NO_CACHE`].
-pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; MAX_CPUS] =
-    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CPUS];
+/// Entries of [`CPU_CACHES`]: one per CPU id the engine serves, and
+/// [`NO_CPU`].
+const TABLE_LEN: usize = MAX_CPUS + 1;
+
+/// The CPU id of the stand-in rseq area ([`no_rseq`]): its table entry is
+/// [`NO_CACHE`] for good.
+const NO_CPU: u32 = MAX_CPUS as u32;
+
+/// The caches of every CPU, made on first use; until then an entry points
+/// to [`NO_CACHE`], and entry [`NO_CPU`] always does.
+///
+/// The sections index it with the CPU id of the thread's rseq area without
+/// a bound test: per-CPU mode is only chosen when every CPU id the kernel
+/// may report is below `MAX_CPUS` (`init`), a thread uses its own area
+/// only once the kernel set its CPU id (attach), and every other thread
+/// uses the stand-in, whose id is `NO_CPU`.
+pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; TABLE_LEN] =
+    table_of(ptr::addr_of!(NO_CACHE).cast_mut());
+
+#[expect(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    reason = "evaluated only at compile time (a static's initialiser), where \
+              an index out of bounds is a build error; the loop bounds them"
+)]
+const fn table_of(cache: *mut CpuCache) -> [AtomicPtr<CpuCache>; TABLE_LEN] {
+    let mut table = [const { AtomicPtr::new(ptr::null_mut()) }; TABLE_LEN];
+    let mut cpu = 0;
+    while cpu < TABLE_LEN {
+        table[cpu] = AtomicPtr::new(cache);
+        cpu += 1;
+    }
+    table
+}
 
 /// What a CPU without a cache of its own has, so the sections follow a
 /// table entry without a null test: stopped (no replace section installs
 /// a sheaf in it), every slot the empty sheaf (pops and batch pushes
-/// miss) and a node span of 0 (main pushes miss). Its slots are set once,
-/// by [`init`], before any section runs.
-static NO_CACHE: CpuCache = CpuCache {
-    pairs: [const { MainAndSpare::new() }; NUM_CLASSES],
-    remote: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
-    stopped: AtomicU8::new(1),
-    node: AtomicU8::new(0),
-    node_base: AtomicUsize::new(0),
-    node_span: AtomicUsize::new(0),
-};
+/// miss) and a node span of 0 (main pushes miss). Never written.
+static NO_CACHE: CpuCache = CpuCache::stand_in(UnsafeCell::raw_get(ptr::addr_of!(EMPTY.0)));
+
+impl CpuCache {
+    /// [`NO_CACHE`]: every slot `empty`, stopped, no node region.
+    #[expect(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        reason = "evaluated only at compile time (a static's initialiser), \
+                  where an index out of bounds is a build error; the loop \
+                  bounds them"
+    )]
+    const fn stand_in(empty: *mut Sheaf) -> Self {
+        let mut pairs = [const { MainAndSpare::new() }; NUM_CLASSES];
+        let mut remote = [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES];
+        let mut class = 0;
+        while class < NUM_CLASSES {
+            pairs[class] = MainAndSpare([AtomicPtr::new(empty), AtomicPtr::new(empty)]);
+            remote[class] = AtomicPtr::new(empty);
+            class += 1;
+        }
+        Self {
+            pairs,
+            remote,
+            stopped: AtomicU8::new(1),
+            node: AtomicU8::new(0),
+            node_base: AtomicUsize::new(0),
+            node_span: AtomicUsize::new(0),
+        }
+    }
+}
 
 fn no_cache() -> *mut CpuCache {
     ptr::addr_of!(NO_CACHE).cast_mut()
 }
 
-/// Points every slot of [`NO_CACHE`] at the empty sheaf and every table
-/// entry without a cache at `NO_CACHE`.
-fn fill_table() {
-    for class in SizeClass::all() {
-        for slot in [Slot::Main, Slot::Spare, Slot::Remote] {
-            NO_CACHE
-                .slot(slot, class)
-                .store(empty_sheaf(), Ordering::Release);
-        }
-    }
-    for entry in &CPU_CACHES {
-        // A failed exchange: the CPU has its cache already.
-        let _ = entry.compare_exchange(
-            ptr::null_mut(),
-            no_cache(),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-    }
+/// The rseq area of a thread that has none of its own in use (per-thread
+/// mode, a thread not yet attached or already gone, or one whose own area
+/// the kernel did not register): laid out as `struct rseq`, with CPU id
+/// [`NO_CPU`], so every section run with it finds [`NO_CACHE`] and misses.
+/// The kernel never sees it; the sections' only write to it is `rseq_cs`
+/// (any thread, any time: nothing reads it).
+#[repr(C, align(32))]
+struct RseqStandIn(UnsafeCell<[u32; 8]>);
+
+// SAFETY: the only writes are the sections' stores of `rseq_cs`, whose
+// value nobody reads; `cpu_id` is never written.
+unsafe impl Sync for RseqStandIn {}
+
+static NO_RSEQ: RseqStandIn = RseqStandIn(UnsafeCell::new([0, NO_CPU, 0, 0, 0, 0, 0, 0]));
+
+/// The stand-in rseq area (see [`RseqStandIn`]).
+pub const fn no_rseq() -> *mut u8 {
+    UnsafeCell::raw_get(ptr::addr_of!(NO_RSEQ.0)).cast()
+}
+
+/// Whether a thread may run the sections with its own rseq area, whose CPU
+/// id is `cpu` (the kernel's, read from the area): per-CPU mode is in
+/// force and the kernel has set the id (a thread whose registration failed
+/// reads a negative id).
+pub(crate) fn may_use_own_area(cpu: Option<u32>) -> bool {
+    mode() == CacheMode::PerCpu && cpu.is_some_and(|cpu| (cpu as usize) < MAX_CPUS)
 }
 
 /// The cache `cpu` made, if it made one.
@@ -201,13 +260,13 @@ pub(crate) fn published(cpu: usize) -> Option<&'static CpuCache> {
 /// has no sheaf, so every section can follow a slot without a null check.
 /// Never written: a pop finds it empty, a push finds it full, and nobody
 /// owns it.
-struct EmptySheaf(core::cell::UnsafeCell<Sheaf>);
+struct EmptySheaf(UnsafeCell<Sheaf>);
 
 // SAFETY: the empty sheaf is never written (see above), so sharing it is
 // sharing a constant.
 unsafe impl Sync for EmptySheaf {}
 
-static EMPTY: EmptySheaf = EmptySheaf(core::cell::UnsafeCell::new(Sheaf {
+static EMPTY: EmptySheaf = EmptySheaf(UnsafeCell::new(Sheaf {
     len: 0,
     capacity: 0,
     next: ptr::null_mut(),
@@ -262,6 +321,7 @@ pub fn fallback_reason() -> Option<&'static str> {
         2 => Some("no rseq area registered by glibc"),
         3 => Some("membarrier(PRIVATE_EXPEDITED_RSEQ) unavailable"),
         5 => Some("simulated nodes given to threads round-robin (more nodes than CPUs)"),
+        6 => Some("possible CPU ids unknown, or above 1024"),
         _ => Some("not x86-64"),
     }
 }
@@ -282,6 +342,8 @@ pub(crate) fn init() {
         5
     } else if !cfg!(target_arch = "x86_64") {
         4
+    } else if os::possible_cpu_ids().is_none_or(|ids| ids > MAX_CPUS) {
+        6
     } else if !os::rseq_available() {
         2
     } else if !os::membarrier_register_rseq() {
@@ -290,9 +352,6 @@ pub(crate) fn init() {
         0
     };
     FALLBACK.store(reason, Ordering::Release);
-    if reason == 0 {
-        fill_table();
-    }
     MODE.store(
         if reason == 0 { PER_CPU } else { PER_THREAD },
         Ordering::Release,
@@ -414,7 +473,8 @@ pub(crate) unsafe fn swap_spare(
 /// The cache of `cpu`, made (with every slot empty) if it has none.
 /// `None` only if the OS refuses memory.
 pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
-    let entry = CPU_CACHES.get(cpu as usize)?;
+    // Entry `NO_CPU` keeps `NO_CACHE`.
+    let entry = CPU_CACHES.get(..MAX_CPUS)?.get(cpu as usize)?;
     if let Some(cache) = published(cpu as usize) {
         return Some(cache);
     }
@@ -508,4 +568,39 @@ pub fn cpus_with_caches() -> usize {
     (0..MAX_CPUS)
         .filter(|&cpu| published(cpu).is_some())
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever the mode, a section run with the stand-in area misses, and
+    /// no slot of the stand-in cache changes.
+    #[test]
+    fn the_stand_in_area_misses_every_section() {
+        let mut object = [0u64; 8];
+        let object = object.as_mut_ptr().cast::<u8>();
+        for class in SizeClass::all() {
+            // SAFETY: the stand-in area and the static table (per-CPU mode
+            // need not be in force for the stand-in).
+            unsafe {
+                assert_eq!(pop(no_rseq(), class), None, "{class:?}");
+                assert!(!push(no_rseq(), class, object), "{class:?}");
+                for has in [SpareHas::Objects, SpareHas::NoObjects] {
+                    assert!(!swap_spare(no_rseq(), class, 0, has), "{class:?}");
+                }
+            }
+            for slot in [Slot::Main, Slot::Spare, Slot::Remote] {
+                assert_eq!(
+                    NO_CACHE.slot(slot, class).load(Ordering::Relaxed),
+                    empty_sheaf()
+                );
+            }
+        }
+        assert!(published(NO_CPU as usize).is_none());
+        assert!(
+            cache_of(NO_CPU).is_none(),
+            "the stand-in's entry stays NO_CACHE"
+        );
+    }
 }

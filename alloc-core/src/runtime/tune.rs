@@ -151,9 +151,9 @@ pub fn tick(now_ms: u64) {
 pub fn clamp_threads(class: SizeClass, capacity: u32) {
     if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
         // The CPUs hold the sheaves: empty them; the next sheaf each CPU
-        // installs has the new capacity.
+        // installs has the new capacity. (A thread that could not use its
+        // rseq area holds sheaves of its own: clamped below.)
         crate::percpu::drain_class(Some(class));
-        return;
     }
     with_threads(|threads| {
         for thread in threads {

@@ -31,7 +31,7 @@ impl ThreadCache {
             return;
         }
         let _guard = SlowPathGuard::enter(self);
-        if !self.rseq.get().is_null() {
+        if self.uses_cpu_caches() {
             // Per-CPU mode: the thread holds no sheaves; the CPUs do.
             crate::percpu::drain_all();
             return;
@@ -79,12 +79,12 @@ impl ThreadCache {
         if self.state.get() != ThreadState::Active {
             return;
         }
-        if self.rseq.get().is_null() {
+        if !self.uses_cpu_caches() {
             self.flush_all();
         }
         // Per-CPU mode: the thread holds no sheaves, nothing to flush; from
         // now on (later thread-exit destructors) it allocates uncached.
-        self.rseq.set(core::ptr::null_mut());
+        self.rseq.set(crate::percpu::no_rseq());
         runtime::unregister(self);
         self.node_span.set(0);
         self.state.set(ThreadState::Dead);
@@ -129,10 +129,14 @@ impl ThreadCache {
         self.node.set(node);
         self.node_base.set(arena::node_base(node));
         self.state.set(ThreadState::Active);
-        if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+        if crate::percpu::may_use_own_area(crate::os::current_rseq_cpu()) {
             // The CPUs hold the sheaves: the thread's hot slots stay empty
             // and its locality test always fails, so its fast paths go
-            // straight to the per-CPU ones.
+            // straight to the per-CPU ones. The sections index the CPU table
+            // with the area's CPU id unchecked, so a thread whose area the
+            // kernel has not set (a failed registration: glibc aborts such a
+            // thread when the process registered, but the id is checked
+            // anyway) runs on sheaves of its own instead.
             self.rseq.set(crate::os::rseq_area());
         } else {
             self.node_span.set(arena::node_span());

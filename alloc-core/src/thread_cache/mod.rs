@@ -73,8 +73,10 @@ mod engine {
         #[cfg(debug_assertions)]
         pub(super) in_slow_path: Cell<bool>,
         pub(super) cold: [ColdSlot; NUM_CLASSES],
-        /// The thread's rseq area while per-CPU mode is in force (set at
-        /// attach), else null: the fast paths then use the hot slots.
+        /// The thread's rseq area while it uses the CPUs' caches (set at
+        /// attach, in per-CPU mode), else the stand-in
+        /// [`crate::percpu::no_rseq`], with which every section misses:
+        /// the fast paths then use the hot slots.
         pub(super) rseq: Cell<*mut u8>,
         pub(super) owner_thread: AtomicUsize,
         pub(crate) registry_prev: AtomicPtr<ThreadCache>,
@@ -93,11 +95,18 @@ mod engine {
                 #[cfg(debug_assertions)]
                 in_slow_path: Cell::new(false),
                 cold: [const { ColdSlot::new() }; NUM_CLASSES],
-                rseq: Cell::new(ptr::null_mut()),
+                rseq: Cell::new(crate::percpu::no_rseq()),
                 owner_thread: AtomicUsize::new(0),
                 registry_prev: AtomicPtr::new(ptr::null_mut()),
                 registry_next: AtomicPtr::new(ptr::null_mut()),
             }
+        }
+
+        /// Whether the thread runs on the CPUs' caches (per-CPU mode)
+        /// rather than on sheaves of its own.
+        #[inline(always)]
+        pub(super) fn uses_cpu_caches(&self) -> bool {
+            self.rseq.get() != crate::percpu::no_rseq()
         }
 
         #[inline(always)]
@@ -129,13 +138,9 @@ mod engine {
 
         #[inline(always)]
         fn pop_per_cpu(&self, class: SizeClass) -> Option<*mut u8> {
-            let rseq = self.rseq.get();
-            if rseq.is_null() {
-                return None;
-            }
-            // SAFETY: set at attach to this thread's rseq area, only in
-            // per-CPU mode.
-            let object = unsafe { crate::percpu::pop(rseq, class) }?;
+            // SAFETY: `rseq` is this thread's area, set at attach only in
+            // per-CPU mode once the kernel set its CPU id, or the stand-in.
+            let object = unsafe { crate::percpu::pop(self.rseq.get(), class) }?;
             self.hot(class).count_alloc();
             Some(object)
         }
@@ -166,12 +171,8 @@ mod engine {
         /// 1. As [`ThreadCache::push`].
         #[inline(always)]
         unsafe fn push_per_cpu(&self, class: SizeClass, object: *mut u8) -> bool {
-            let rseq = self.rseq.get();
-            if rseq.is_null() {
-                return false;
-            }
             // SAFETY: as in `pop_per_cpu`; duty 1.
-            if !unsafe { crate::percpu::push(rseq, class, object) } {
+            if !unsafe { crate::percpu::push(self.rseq.get(), class, object) } {
                 return false;
             }
             self.hot(class).count_free();
@@ -189,7 +190,7 @@ mod engine {
             let _guard = SlowPathGuard::enter(self);
             CacheCounters::add(&cache(class).counters.slow_path_allocs, 1);
             let rseq = self.rseq.get();
-            let object = if rseq.is_null() {
+            let object = if !self.uses_cpu_caches() {
                 self.follow_node();
                 self.sheaves(class)
                     .alloc_slow(&ClassDepot::of(class), self.node.get())
@@ -222,7 +223,7 @@ mod engine {
             let _guard = SlowPathGuard::enter(self);
             CacheCounters::add(&cache(class).counters.slow_path_frees, 1);
             let rseq = self.rseq.get();
-            if !rseq.is_null() {
+            if self.uses_cpu_caches() {
                 self.hot(class).count_free();
                 // SAFETY: the thread's rseq area, in per-CPU mode; duty 1.
                 return unsafe { crate::percpu::free_slow(rseq, class, object) };
@@ -255,7 +256,7 @@ mod engine {
         /// Sheaf capacity of the installed main sheaf of `class` in this
         /// thread (0 if none is installed).
         pub fn main_capacity(&self, class: SizeClass) -> u32 {
-            if !self.rseq.get().is_null() {
+            if self.uses_cpu_caches() {
                 return crate::percpu::current_main_capacity(class);
             }
             self.hot(class).capacity()
@@ -264,7 +265,7 @@ mod engine {
         /// The node this thread allocates on (per-CPU mode: its current
         /// CPU's).
         pub fn node(&self) -> NodeId {
-            if !self.rseq.get().is_null() {
+            if self.uses_cpu_caches() {
                 return crate::percpu::current_node();
             }
             self.node.get()
