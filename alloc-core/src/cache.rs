@@ -389,9 +389,9 @@ pub fn refill_from_slabs(node: NodeId, class: SizeClass, out: &mut [*mut u8]) ->
 static DECAY: os::Every = os::Every::new();
 
 /// About once per decay period, lets every slab list return slabs that have
-/// stayed empty (called from slow paths; takes no lock that is held).
-pub fn maybe_decay() {
-    let now = os::monotonic_ms();
+/// stayed empty (called from slow paths, with `now` from
+/// [`os::monotonic_ms`]; takes no lock that is held).
+pub fn maybe_decay(now: u64) {
     if !DECAY.claim(now, EMPTY_DECAY_MS) {
         return;
     }

@@ -71,8 +71,9 @@ pub(super) fn book_lock() -> &'static crate::sync::RawLock {
 
 /// Runs the periodic work if it is due (from slow paths, holding no lock).
 pub fn periodic() {
-    cache::maybe_decay();
+    // One clock read for both (a slow path runs this every time).
     let now = os::monotonic_ms();
+    cache::maybe_decay(now);
     if !NEXT_TICK.claim(now, TICK_MS) {
         return;
     }
