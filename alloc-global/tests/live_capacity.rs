@@ -2,13 +2,28 @@
 //! growing and shrinking, without losing objects.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
 
 const CACHE: &str = "size-256";
+
+/// The tests of this file change capacities, and in per-CPU mode a lower
+/// capacity drains every CPU's cache: while a drain holds a CPU's cache
+/// stopped (for as long as its thread is descheduled, on a loaded host),
+/// the slow paths there go straight to the slabs. One test at a time, so
+/// one test's drains cannot empty the sheaves another is watching.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    // A failed test must not fail the others: a poisoned lock is still a
+    // lock.
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -20,6 +35,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn capacity_changes_reach_allocating_threads() {
+    let _serial = one_at_a_time();
     let before = sheafalloc::cache(CACHE).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let seen: Arc<Vec<AtomicU32>> = Arc::new((0..2).map(|_| AtomicU32::new(0)).collect());
@@ -92,6 +108,7 @@ fn capacity_changes_reach_allocating_threads() {
 
 #[test]
 fn bad_capacity_requests_are_refused_with_the_range() {
+    let _serial = one_at_a_time();
     let err = sheafalloc::set_sheaf_capacity("size-512", 0).unwrap_err();
     assert_eq!(
         err,
@@ -134,6 +151,7 @@ fn bad_capacity_requests_are_refused_with_the_range() {
 /// new capacity trims its sheaves.
 #[test]
 fn a_lower_capacity_reaches_a_thread_that_stays_on_the_fast_path() {
+    let _serial = one_at_a_time();
     const QUIET: &str = "size-3584";
     let stop = Arc::new(AtomicBool::new(false));
     let warmed = Arc::new(AtomicBool::new(false));
