@@ -16,8 +16,11 @@
 //! Linux, unless `GLIBC_TUNABLES=glibc.pthread.rseq=0`; not under valgrind
 //! or rr), on x86-64, when the kernel offers
 //! `membarrier(PRIVATE_EXPEDITED_RSEQ)` (needed to drain another CPU's
-//! sheaves), and unless `SHEAFALLOC_PERCPU=off`. Elsewhere the per-thread
-//! sheaves of `thread_cache` run, unchanged. [`mode`] says which.
+//! sheaves), when every possible CPU id is below `MAX_CPUS`
+//! (`/sys/devices/system/cpu/possible`: the sections index the CPU table
+//! without a bound test), and unless `SHEAFALLOC_PERCPU=off`. Elsewhere
+//! the per-thread sheaves of `thread_cache` run, unchanged. [`mode`] says
+//! which, [`fallback_reason`] why.
 //!
 //! # Slow paths and drains
 //!
