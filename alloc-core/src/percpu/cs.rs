@@ -354,7 +354,7 @@ pub unsafe fn swap_spare(
                     at = out(reg) _,
                     spare = out(reg) _,
                     pair = out(xmm_reg) _,
-                            stopped = const STOPPED,
+                    stopped = const STOPPED,
                     len_off = const LEN,
                     capacity_off = const CAPACITY,
                     miss = label { return false; },

@@ -19,12 +19,13 @@
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
-use super::{empty_sheaf, slow, CpuCache, Slot, CPU_CACHES};
+use super::{empty_sheaf, slow, CpuCache, Slot};
 use crate::cache::ClassDepot;
 use crate::exchange;
 use crate::node::NodeId;
 use crate::os;
 use crate::size_class::SizeClass;
+use crate::topology::MAX_CPUS;
 
 /// Empties `cpu`'s sheaves of `class` (every class with `None`); false if
 /// nothing could be done (no membarrier, or another drain is running
@@ -38,7 +39,7 @@ pub fn drain(cpu: u32, class: Option<SizeClass>) -> bool {
 
 /// Drains every CPU's cache of `class` (every class with `None`).
 pub fn drain_class(class: Option<SizeClass>) {
-    for cpu in 0..CPU_CACHES.len() {
+    for cpu in 0..MAX_CPUS {
         drain(cpu as u32, class);
     }
 }

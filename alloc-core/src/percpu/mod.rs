@@ -84,12 +84,6 @@ pub struct CpuCache {
 #[repr(C, align(16))]
 struct MainAndSpare([AtomicPtr<Sheaf>; 2]);
 
-impl MainAndSpare {
-    const fn new() -> Self {
-        Self([const { AtomicPtr::new(ptr::null_mut()) }; 2])
-    }
-}
-
 const _: () = assert!(core::mem::size_of::<MainAndSpare>() == 16);
 
 /// Which slot of a class.
@@ -164,58 +158,21 @@ const NO_CPU: u32 = MAX_CPUS as u32;
 /// only once the kernel set its CPU id (attach), and every other thread
 /// uses the stand-in, whose id is `NO_CPU`.
 pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; TABLE_LEN] =
-    table_of(ptr::addr_of!(NO_CACHE).cast_mut());
-
-#[expect(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    reason = "evaluated only at compile time (a static's initialiser), where \
-              an index out of bounds is a build error; the loop bounds them"
-)]
-const fn table_of(cache: *mut CpuCache) -> [AtomicPtr<CpuCache>; TABLE_LEN] {
-    let mut table = [const { AtomicPtr::new(ptr::null_mut()) }; TABLE_LEN];
-    let mut cpu = 0;
-    while cpu < TABLE_LEN {
-        table[cpu] = AtomicPtr::new(cache);
-        cpu += 1;
-    }
-    table
-}
+    [const { AtomicPtr::new(ptr::addr_of!(NO_CACHE).cast_mut()) }; TABLE_LEN];
 
 /// What a CPU without a cache of its own has, so the sections follow a
 /// table entry without a null test: stopped (no replace section installs
 /// a sheaf in it), every slot the empty sheaf (pops and batch pushes
 /// miss) and a node span of 0 (main pushes miss). Never written.
-static NO_CACHE: CpuCache = CpuCache::stand_in(UnsafeCell::raw_get(ptr::addr_of!(EMPTY.0)));
-
-impl CpuCache {
-    /// [`NO_CACHE`]: every slot `empty`, stopped, no node region.
-    #[expect(
-        clippy::indexing_slicing,
-        clippy::arithmetic_side_effects,
-        reason = "evaluated only at compile time (a static's initialiser), \
-                  where an index out of bounds is a build error; the loop \
-                  bounds them"
-    )]
-    const fn stand_in(empty: *mut Sheaf) -> Self {
-        let mut pairs = [const { MainAndSpare::new() }; NUM_CLASSES];
-        let mut remote = [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES];
-        let mut class = 0;
-        while class < NUM_CLASSES {
-            pairs[class] = MainAndSpare([AtomicPtr::new(empty), AtomicPtr::new(empty)]);
-            remote[class] = AtomicPtr::new(empty);
-            class += 1;
-        }
-        Self {
-            pairs,
-            remote,
-            stopped: AtomicU8::new(1),
-            node: AtomicU8::new(0),
-            node_base: AtomicUsize::new(0),
-            node_span: AtomicUsize::new(0),
-        }
-    }
-}
+static NO_CACHE: CpuCache = CpuCache {
+    pairs: [const { MainAndSpare([AtomicPtr::new(empty_sheaf()), AtomicPtr::new(empty_sheaf())]) };
+        NUM_CLASSES],
+    remote: [const { AtomicPtr::new(empty_sheaf()) }; NUM_CLASSES],
+    stopped: AtomicU8::new(1),
+    node: AtomicU8::new(0),
+    node_base: AtomicUsize::new(0),
+    node_span: AtomicUsize::new(0),
+};
 
 fn no_cache() -> *mut CpuCache {
     ptr::addr_of!(NO_CACHE).cast_mut()
@@ -279,8 +236,8 @@ static EMPTY: EmptySheaf = EmptySheaf(UnsafeCell::new(Sheaf {
 }));
 
 /// The shared empty sheaf.
-pub(crate) fn empty_sheaf() -> *mut Sheaf {
-    EMPTY.0.get()
+pub(crate) const fn empty_sheaf() -> *mut Sheaf {
+    UnsafeCell::raw_get(ptr::addr_of!(EMPTY.0))
 }
 
 /// Which caches the engine runs.
