@@ -152,3 +152,31 @@ fn names_round_trip() {
         assert_eq!(Workload::from_name(workload.name()), Some(workload));
     }
 }
+
+#[test]
+fn a_cross_thread_run_is_filed_under_its_worse_round_trip() {
+    let request = sheafalloc_bench::service::Request {
+        workload: Workload::Handoff1to1,
+        quick: false,
+        seconds: Some(BRIEF.seconds),
+        warmup: Some(BRIEF.warmup),
+        cpus: None,
+    };
+    let record = sheafalloc_bench::service::run(&request, SYSTEM).expect("the run succeeds");
+    let before = record.number("rtt_before_ns");
+    let after = record.number("rtt_after_ns");
+    assert!(before > 0.0 && after > 0.0, "{}", record.line());
+    assert_eq!(
+        record.number("rtt_ns"),
+        before.max(after),
+        "{}",
+        record.line()
+    );
+    // A single-thread workload has no round trip to time.
+    let pairs = sheafalloc_bench::service::Request {
+        workload: Workload::Pairs,
+        ..request
+    };
+    let record = sheafalloc_bench::service::run(&pairs, SYSTEM).expect("the run succeeds");
+    assert_eq!(record.get("rtt_ns"), None, "{}", record.line());
+}
