@@ -15,6 +15,8 @@ use sheafalloc_bench::service::catalog::Workload;
 use super::jobs::Job;
 use super::table::{medians, num};
 use crate::report::factor;
+use crate::sweep::QUIET_RTT_FACTOR;
+use sheafalloc_bench::summary::Samples;
 
 /// One target.
 #[derive(Clone, Copy, Debug)]
@@ -104,6 +106,87 @@ pub fn round_ratios(job: &Job) -> Vec<f64> {
         .collect()
 }
 
+/// The medians of the *quiet* runs of a cross-thread job: those whose
+/// round trip (the worse of the probes before and after the run) was at
+/// most [`QUIET_RTT_FACTOR`]× the quietest run of any allocator in the
+/// job, i.e. runs taken while the two vCPUs ran at once. `None` for a
+/// job without round trips.
+pub struct Quiet {
+    /// The round trip a run may have to count as quiet.
+    pub limit_ns: f64,
+    /// sheafalloc's median and number of quiet runs (`None`: it had none).
+    pub sheaf: Option<(f64, usize)>,
+    /// The best peer by its quiet runs' median, with that median and the
+    /// number of its quiet runs.
+    pub best: Option<(Peer, f64, usize)>,
+    /// Peers without a quiet run: the best of them is unknown, so then
+    /// there is no quiet ratio.
+    pub missing: Vec<Peer>,
+}
+
+impl Quiet {
+    pub fn of(job: &Job) -> Option<Self> {
+        let quietest = peers::ALL
+            .into_iter()
+            .flat_map(|peer| job.records(0, peer).map(|r| r.number("rtt_ns")))
+            .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        if !quietest.is_finite() {
+            return None;
+        }
+        let limit_ns = QUIET_RTT_FACTOR * quietest;
+        let median = |peer: Peer| {
+            let mut samples = Samples::default();
+            for record in job.records(0, peer) {
+                let (value, rtt) = (record.number("value"), record.number("rtt_ns"));
+                if value.is_finite() && rtt <= limit_ns {
+                    samples.push(value);
+                }
+            }
+            let n = samples.values().len();
+            (n > 0).then(|| (samples.median(), n))
+        };
+        let hib = job.workload.higher_is_better();
+        let best = peers::ALL
+            .into_iter()
+            .filter(|p| p.is_peer())
+            .filter_map(|p| median(p).map(|(v, n)| (p, v, n)))
+            .reduce(|a, b| if hib == (b.1 > a.1) { b } else { a });
+        let missing = peers::ALL
+            .into_iter()
+            .filter(|p| p.is_peer() && median(*p).is_none())
+            .collect();
+        Some(Self {
+            limit_ns,
+            sheaf: median(Peer::Sheaf),
+            best,
+            missing,
+        })
+    }
+
+    /// The table cell: the ratio and how many runs each side kept.
+    fn cell(&self, hib: bool) -> String {
+        if !self.missing.is_empty() {
+            let names: Vec<&str> = self.missing.iter().map(|p| p.name()).collect();
+            return format!(
+                "no quiet run of {} (≤ {:.0} ns)",
+                names.join(", "),
+                self.limit_ns
+            );
+        }
+        match (self.sheaf, self.best) {
+            (Some((sheaf, n)), Some((peer, best, m))) => format!(
+                "{:.2}× ({n} vs {} {m}, ≤ {:.0} ns)",
+                factor(sheaf, best, hib),
+                peer.name(),
+                self.limit_ns
+            ),
+            (None, _) => format!("no quiet run of sheafalloc (≤ {:.0} ns)", self.limit_ns),
+            (_, None) => format!("no quiet run of a peer (≤ {:.0} ns)", self.limit_ns),
+        }
+    }
+}
+
 /// The targets table for the jobs that ran (targets whose workload did
 /// not run are listed as not run).
 pub fn section(jobs: &[Job]) -> String {
@@ -112,19 +195,23 @@ pub fn section(jobs: &[Job]) -> String {
     let _ = writeln!(
         out,
         "Ratio of medians, above 1 = sheafalloc better; per-round ratios compare \
-         sheafalloc with that round's best peer.\n"
+         sheafalloc with that round's best peer. The result is judged on every run; \
+         \"quiet runs only\" repeats the ratio over the runs of each allocator whose \
+         round trip (the worse of the probes before and after the run) was at most \
+         {QUIET_RTT_FACTOR}× the quietest run of the workload, i.e. taken while the two \
+         vCPUs ran at once, with how many runs each side kept.\n"
     );
     let _ = writeln!(
         out,
-        "| workload | sheafalloc | best peer | ratio | per-round ratios | target | result | median round trip ns (all runs) |"
+        "| workload | sheafalloc | best peer | ratio | per-round ratios | target | result | median round trip ns (all runs) | quiet runs only |"
     );
-    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---|---:|");
+    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---|---:|---|");
     for target in TARGETS {
         let w = target.workload;
         let Some(job) = jobs.iter().find(|j| !j.numa && j.workload == w) else {
             let _ = writeln!(
                 out,
-                "| {} | | | | | ≥ {:.1}× | not run | |",
+                "| {} | | | | | ≥ {:.1}× | not run | | |",
                 w.name(),
                 target.at_least
             );
@@ -135,7 +222,7 @@ pub fn section(jobs: &[Job]) -> String {
         let Some((best, best_value)) = best_peer_of(job, "value", hib) else {
             let _ = writeln!(
                 out,
-                "| {} | {} | – | | | | no peer result | |",
+                "| {} | {} | – | | | | no peer result | | |",
                 w.name(),
                 num(sheaf)
             );
@@ -151,9 +238,10 @@ pub fn section(jobs: &[Job]) -> String {
             format!("{lo:.2}–{hi:.2}")
         };
         let rtt = all_round_trips(job);
+        let quiet = Quiet::of(job).map_or_else(|| "–".to_owned(), |q| q.cell(hib));
         let _ = writeln!(
             out,
-            "| {} | {} {} | {} {} | {ratio:.2}× | {range} | ≥ {:.1}× | {} | {} |",
+            "| {} | {} {} | {} {} | {ratio:.2}× | {range} | ≥ {:.1}× | {} | {} | {quiet} |",
             w.name(),
             num(sheaf),
             w.unit(),
@@ -173,7 +261,7 @@ pub fn section(jobs: &[Job]) -> String {
                 let relative = sheaf_rss / leanest_rss;
                 let _ = writeln!(
                     out,
-                    "| {} peak RSS | {} MiB | {} {} MiB | {relative:.2}× of it | | ≤ {limit:.1}× | {} | |",
+                    "| {} peak RSS | {} MiB | {} {} MiB | {relative:.2}× of it | | ≤ {limit:.1}× | {} | | |",
                     w.name(),
                     num(sheaf_rss),
                     leanest.name(),
@@ -203,5 +291,68 @@ fn verdict(met: bool) -> &'static str {
         "met"
     } else {
         "**missed**"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sheafalloc_bench::record::Record;
+
+    fn run(value: f64, rtt: f64) -> Result<Record, String> {
+        let line = format!("result workload=handoff-1to1 value={value} rtt_ns={rtt}");
+        Ok(Record::parse_line(&line).expect("a result line"))
+    }
+
+    fn job(runs: &[(Peer, f64, f64)]) -> Job {
+        let mut job = Job::plain(Workload::Handoff1to1);
+        for &(peer, value, rtt) in runs {
+            job.outcomes[0][super::super::jobs::index(peer)].push(run(value, rtt));
+        }
+        job
+    }
+
+    #[test]
+    fn quiet_runs_are_those_near_the_quietest_round_trip() {
+        let job = job(&[
+            (Peer::Sheaf, 3.0, 450.0),
+            (Peer::Sheaf, 10.0, 80.0),
+            (Peer::Sheaf, 12.0, 100.0),
+            (Peer::Mimalloc, 9.0, 75.0),
+            (Peer::Mimalloc, 2.0, 12000.0),
+            (Peer::Snmalloc, 8.0, 150.0),
+            (Peer::Jemalloc, 20.0, 9000.0),
+            (Peer::Jemalloc, 7.0, 120.0),
+            (Peer::System, 1.0, 140.0),
+        ]);
+        let quiet = Quiet::of(&job).expect("the job has round trips");
+        assert_eq!(quiet.limit_ns, 150.0);
+        assert_eq!(quiet.sheaf, Some((11.0, 2)));
+        // jemalloc's fast run was taken with the vCPUs apart: not quiet.
+        assert_eq!(quiet.best, Some((Peer::Mimalloc, 9.0, 1)));
+        assert!(quiet.cell(true).starts_with("1.22× (2 vs mimalloc 1"));
+    }
+
+    #[test]
+    fn a_side_without_a_quiet_run_is_named() {
+        let few = job(&[(Peer::Sheaf, 3.0, 450.0), (Peer::Mimalloc, 9.0, 75.0)]);
+        let quiet = Quiet::of(&few).expect("the job has round trips");
+        assert_eq!(quiet.sheaf, None);
+        // Three peers never ran: their best is unknown, so no ratio.
+        assert_eq!(quiet.missing.len(), 3);
+        assert!(quiet
+            .cell(true)
+            .starts_with("no quiet run of system, jemalloc, snmalloc"));
+        let all = job(&[
+            (Peer::Sheaf, 3.0, 450.0),
+            (Peer::Mimalloc, 9.0, 75.0),
+            (Peer::Jemalloc, 9.0, 75.0),
+            (Peer::Snmalloc, 9.0, 75.0),
+            (Peer::System, 9.0, 75.0),
+        ]);
+        let quiet = Quiet::of(&all).expect("the job has round trips");
+        assert!(quiet.cell(true).starts_with("no quiet run of sheafalloc"));
+        let no_rtt = Job::plain(Workload::Pairs);
+        assert!(Quiet::of(&no_rtt).is_none());
     }
 }
