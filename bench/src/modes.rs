@@ -46,7 +46,13 @@ fn configs() -> Vec<Config> {
 /// Runs the comparison; progress on stderr, report on stdout and in
 /// `bench/results/modes.md`.
 pub fn run(options: &SweepOptions) {
-    let sweep = sweep::run("modes", options, configs(), &DEFAULT_WORKLOADS);
+    let sweep = match &options.replay {
+        Some(file) => sweep::load(file, configs()).unwrap_or_else(|error| {
+            eprintln!("sheafalloc-bench modes --replay: {error}");
+            std::process::exit(1);
+        }),
+        None => sweep::run("modes", options, configs(), &DEFAULT_WORKLOADS),
+    };
     sweep::save("modes", &sweep, &report(&sweep));
 }
 
@@ -68,9 +74,19 @@ fn report(sweep: &Sweep) -> String {
     );
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let (cpu, thread) = (sweep.median(w, 0), sweep.median(w, 1));
-        let show = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}"));
+        let show = |v: Option<f64>, c: usize| {
+            v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}{}", sweep.mark(w, c)))
+        };
         let ratio = match (cpu, thread) {
-            (Some(a), Some(b)) => format!("{:.3}", sweep.better(w, a, b)),
+            (Some(a), Some(b)) => format!(
+                "{:.3}{}",
+                sweep.better(w, a, b),
+                if sweep.has_quiet(w, 0) && sweep.has_quiet(w, 1) {
+                    ""
+                } else {
+                    crate::sweep::MARK
+                }
+            ),
             _ => "–".into(),
         };
         let outcomes = &sweep.results[w];
@@ -98,8 +114,8 @@ fn report(sweep: &Sweep) -> String {
             "| {} | {} | {} | {} | {ratio} | {spread} | {} |",
             workload.name(),
             workload.unit(),
-            show(cpu),
-            show(thread),
+            show(cpu, 0),
+            show(thread, 1),
             if as_expected { "yes" } else { "**no**" }
         );
     }

@@ -32,6 +32,9 @@ usage:
       wl-sheafalloc with per-CPU sheaves (as shipped) against per-thread
       sheaves (SHEAFALLOC_PERCPU=off), interleaved and rotated each round;
       writes bench/results/modes.jsonl and modes.md
+  sheafalloc-bench tuning|modes --replay RESULTS.jsonl
+      remakes a sweep's report (and, for a full run, its README table)
+      from its results file, without running anything
   sheafalloc-bench report [RESULTS.jsonl] [--readme FILE]... [--no-readme]
       regenerates the report and chart of a results file (default:
       bench/results/suite.jsonl, else suite-quick.jsonl) and the generated
@@ -138,6 +141,8 @@ pub struct SweepOptions {
     pub seconds: f64,
     /// The workloads (`None`: the default set).
     pub only: Option<Vec<ServiceWorkload>>,
+    /// Remake the report from this results file instead of running.
+    pub replay: Option<std::path::PathBuf>,
 }
 
 fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
@@ -147,6 +152,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         warmup: if modes { 2.0 } else { 8.0 },
         seconds: 2.0,
         only: None,
+        replay: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -165,6 +171,10 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 options.only = Some(workloads);
+            }
+            "--replay" => {
+                let file = args.next().ok_or("--replay needs a results file")?;
+                options.replay = Some(file.into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }

@@ -67,6 +67,9 @@ pub struct Sweep {
 /// quietest of its workload's runs.
 pub const QUIET_RTT_FACTOR: f64 = 2.0;
 
+/// Marks a median without a quiet run, and a ratio with such a median.
+pub const MARK: &str = "*";
+
 impl Sweep {
     /// The round trip above which a run of workload number `w` counts as
     /// noisy (infinite for a workload without a round-trip probe).
@@ -103,6 +106,30 @@ impl Sweep {
         }
     }
 
+    /// Whether configuration `config` had a quiet run of workload number
+    /// `w` (always, for a workload without a round-trip probe). Without
+    /// one its median is over runs that mix placements, and a ratio with
+    /// it compares different host states: the reports mark both.
+    pub fn has_quiet(&self, w: usize, config: usize) -> bool {
+        let limit = self.noisy_above(w);
+        self.results[w]
+            .iter()
+            .filter(|o| o.config == config && o.value.is_finite())
+            .any(|o| {
+                let rtt = o.record.number("rtt_ns");
+                !rtt.is_finite() || rtt <= limit
+            })
+    }
+
+    /// `MARK` if configuration `config` of workload `w` had no quiet run.
+    pub fn mark(&self, w: usize, config: usize) -> &'static str {
+        if self.has_quiet(w, config) {
+            ""
+        } else {
+            MARK
+        }
+    }
+
     /// Runs of workload number `w` the medians leave out (noisy periods).
     pub fn left_out(&self, w: usize) -> usize {
         let used: usize = (0..self.configs.len()).map(|c| self.used(w, c).len()).sum();
@@ -124,7 +151,9 @@ impl Sweep {
         let rule = format!(
             "Runs whose core-to-core round trip was more than {QUIET_RTT_FACTOR}× the quietest \
              of their workload are left out of the medians (a configuration without a quiet \
-             run keeps all of its runs)"
+             run keeps all of its runs, and its median and every ratio with it are marked \
+             `{MARK}`: they compare different host states and say nothing about the \
+             configurations)"
         );
         if per_workload.is_empty() {
             format!("{rule}; none was left out.")
@@ -206,6 +235,15 @@ pub fn run(
         options.seconds,
         crate::machine::describe().markdown()
     );
+    if let Some(log) = log.as_mut() {
+        let header = serde_json::json!({
+            "kind": "header",
+            "stem": stem,
+            "provenance": provenance,
+            "workloads": workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
+        });
+        let _ = writeln!(log, "{header}");
+    }
     let mut results: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
     for round in 0..options.rounds {
         for (w, &workload) in workloads.iter().enumerate() {
@@ -266,6 +304,70 @@ pub fn run(
         provenance,
         stem,
     }
+}
+
+/// A sweep read back from its results file (`--replay`): the header line
+/// `run` writes first (stem, provenance, workloads), then one line per run.
+pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let bad = |n: usize, what: &str| format!("{}: line {n}: {what}", path.display());
+    let header: serde_json::Value = lines
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .filter(|h: &serde_json::Value| h["kind"] == "header")
+        .ok_or_else(|| {
+            bad(
+                1,
+                "no header line (a file written before --replay existed?)",
+            )
+        })?;
+    let field = |key: &str| header[key].as_str().map(str::to_owned);
+    let workloads = header["workloads"]
+        .as_array()
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().and_then(Workload::from_name))
+                .collect::<Vec<_>>()
+        })
+        .ok_or_else(|| bad(1, "the header lists no workloads"))?;
+    let mut results: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
+    for (i, line) in lines.enumerate() {
+        let n = i + 2;
+        let run: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| bad(n, &e.to_string()))?;
+        let (Some(round), Some(workload), Some(config), Some(result)) = (
+            run["round"].as_u64(),
+            run["workload"].as_str(),
+            run["config"].as_str(),
+            run["line"].as_str(),
+        ) else {
+            return Err(bad(n, "a run needs round, workload, config and line"));
+        };
+        let w = workloads
+            .iter()
+            .position(|x| x.name() == workload)
+            .ok_or_else(|| bad(n, &format!("workload {workload:?} is not in the header")))?;
+        let config = configs
+            .iter()
+            .position(|c| c.name == config)
+            .ok_or_else(|| bad(n, &format!("unknown configuration {config:?}")))?;
+        let record = Record::parse_line(result).ok_or_else(|| bad(n, "no result line"))?;
+        results[w].push(Outcome {
+            round: round as usize,
+            config,
+            value: record.number("value"),
+            record,
+        });
+    }
+    Ok(Sweep {
+        workloads,
+        configs,
+        results,
+        provenance: field("provenance").ok_or_else(|| bad(1, "no provenance"))?,
+        stem: field("stem").ok_or_else(|| bad(1, "no stem"))?,
+    })
 }
 
 /// Prints `report`, writes it to `bench/results/{stem}.md`, and, for a
@@ -345,5 +447,50 @@ mod tests {
         assert_eq!(s.median(0, 1), Some(5.0));
         assert_eq!(s.left_out(0), 0);
         assert!(s.left_out_note().ends_with("none was left out."));
+        // ... and is marked as such, so no ratio with it passes for a
+        // comparison of configurations.
+        assert!(s.has_quiet(0, 0) && !s.has_quiet(0, 1));
+        assert_eq!((s.mark(0, 0), s.mark(0, 1)), ("", MARK));
+    }
+
+    #[test]
+    fn a_results_file_reads_back_into_the_same_sweep() {
+        let path = std::env::temp_dir().join(format!("sweep-load-{}.jsonl", std::process::id()));
+        let header = serde_json::json!({
+            "kind": "header", "stem": "modes", "provenance": "`x`; commit c",
+            "workloads": ["handoff-1to1", "pairs"],
+        });
+        let run = |round: u32, workload: &str, config: &str, value: f64| {
+            serde_json::json!({
+                "round": round, "workload": workload, "config": config,
+                "line": format!("result workload={workload} value={value} rtt_ns=70"),
+            })
+        };
+        let text = format!(
+            "{header}\n{}\n{}\n{}\n",
+            run(1, "handoff-1to1", "b", 3.0),
+            run(1, "pairs", "a", 7.5),
+            run(2, "handoff-1to1", "a", 4.0),
+        );
+        std::fs::write(&path, text).unwrap();
+        let configs = vec![Config::new("a", &[]), Config::new("b", &[])];
+        let s = load(&path, configs.clone()).expect("the file reads back");
+        assert_eq!(s.stem, "modes");
+        assert_eq!(s.provenance, "`x`; commit c");
+        assert_eq!(s.workloads.len(), 2);
+        assert_eq!((s.median(0, 0), s.median(0, 1)), (Some(4.0), Some(3.0)));
+        assert_eq!(s.median(1, 0), Some(7.5));
+        assert_eq!(s.results[0][1].round, 2);
+        // A run of a configuration the sweep does not have is an error.
+        std::fs::write(&path, format!("{header}\n{}\n", run(1, "pairs", "c", 1.0))).unwrap();
+        let error = load(&path, configs.clone()).err().unwrap();
+        assert!(
+            error.contains("line 2") && error.contains("\"c\""),
+            "{error}"
+        );
+        // So is a file without the header.
+        std::fs::write(&path, format!("{}\n", run(1, "pairs", "a", 1.0))).unwrap();
+        assert!(load(&path, configs).err().unwrap().contains("no header"));
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -84,7 +84,13 @@ fn capacity_list(capacity: u32) -> String {
 /// Runs the sweep; progress on stderr, report on stdout and in
 /// `bench/results/tuning.md`.
 pub fn run(options: &SweepOptions) {
-    let sweep = sweep::run("tuning", options, configs(), &DEFAULT_WORKLOADS);
+    let sweep = match &options.replay {
+        Some(file) => sweep::load(file, configs()).unwrap_or_else(|error| {
+            eprintln!("sheafalloc-bench tuning --replay: {error}");
+            std::process::exit(1);
+        }),
+        None => sweep::run("tuning", options, configs(), &DEFAULT_WORKLOADS),
+    };
     sweep::save("tuning", &sweep, &report(&sweep));
 }
 
@@ -113,10 +119,10 @@ fn report(sweep: &Sweep) -> String {
             .map(|c| sweep.median(w, c))
             .collect();
         let mut row = format!("| {} | {} |", workload.name(), workload.unit());
-        for value in &medians {
+        for (c, value) in medians.iter().enumerate() {
             match value {
                 Some(v) => {
-                    let _ = write!(row, " {v:.2} |");
+                    let _ = write!(row, " {v:.2}{} |", sweep.mark(w, c));
                 }
                 None => row.push_str(" – |"),
             }
@@ -129,16 +135,22 @@ fn report(sweep: &Sweep) -> String {
             (Some((c, best)), Some(auto)) => {
                 let _ = write!(
                     row,
-                    " {} | {:.3} |",
+                    " {} | {:.3}{} |",
                     sweep.configs[c].name,
-                    sweep.better(w, auto, best)
+                    sweep.better(w, auto, best),
+                    marks(sweep, w, &[0, c])
                 );
             }
             _ => row.push_str(" – | – |"),
         }
         match (auto, defaults) {
             (Some(auto), Some(defaults)) => {
-                let _ = write!(row, " {:.3} |", sweep.better(w, auto, defaults));
+                let _ = write!(
+                    row,
+                    " {:.3}{} |",
+                    sweep.better(w, auto, defaults),
+                    marks(sweep, w, &[0, 1])
+                );
             }
             _ => row.push_str(" – |"),
         }
@@ -158,4 +170,13 @@ fn report(sweep: &Sweep) -> String {
         out.push_str(&row);
     }
     out
+}
+
+/// `MARK` if any of `configs` had no quiet run of workload `w`.
+fn marks(sweep: &Sweep, w: usize, configs: &[usize]) -> &'static str {
+    if configs.iter().all(|&c| sweep.has_quiet(w, c)) {
+        ""
+    } else {
+        crate::sweep::MARK
+    }
 }
