@@ -208,6 +208,35 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     object
 }
 
+/// A push section: arm, find the CPU's cache, run `$check` (which leaves
+/// the sheaf to push onto in `{at}`, or jumps to `{miss}`), push, commit;
+/// a miss returns false from the enclosing function. `$extra` are the
+/// operands `$check` adds. Both pushes share everything but the check.
+macro_rules! push_section {
+    ($rseq:expr, $table:expr, $slot:expr, $object:expr, [$($check:literal),+ $(,)?], $($extra:tt)*) => {
+        core::arch::asm!(
+            arm!("at"),
+            current_cache!(),
+            $($check,)+
+            push_onto_sheaf!("{miss}"),
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) $rseq,
+            table = in(reg) $table,
+            slot = in(reg) $slot,
+            object = in(reg) $object,
+            at = out(reg) _,
+            len = out(reg) _,
+            len_off = const LEN,
+            capacity_off = const CAPACITY,
+            objects = const OBJECTS,
+            miss = label { return false; },
+            $($extra)*
+            options(nostack),
+        )
+    };
+}
+
 /// Pushes `object` onto the main sheaf in slot `slot` of the current CPU's
 /// cache if the object's home is that CPU's node (its address lies in the
 /// node's arena region, which the cache records) and the sheaf has room;
@@ -228,30 +257,20 @@ pub unsafe fn push(
     // committed length and below its capacity, inside its storage. A miss
     // leaves the section by a jump to the label (nothing committed).
     unsafe {
-        core::arch::asm!(
-            arm!("at"),
-            current_cache!(),
-            "mov {len}, {object}",
-            "sub {len}, qword ptr [{at} + {node_base}]",
-            "cmp {len}, qword ptr [{at} + {node_span}]",
-            "jae {miss}",
-            "mov {at}, qword ptr [{at} + {slot}]",
-            push_onto_sheaf!("{miss}"),
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) rseq,
-            table = in(reg) table,
-            slot = in(reg) slot,
-            object = in(reg) object,
-            at = out(reg) _,
-            len = out(reg) _,
+        push_section!(
+            rseq,
+            table,
+            slot,
+            object,
+            [
+                "mov {len}, {object}",
+                "sub {len}, qword ptr [{at} + {node_base}]",
+                "cmp {len}, qword ptr [{at} + {node_span}]",
+                "jae {miss}",
+                "mov {at}, qword ptr [{at} + {slot}]",
+            ],
             node_base = const NODE_BASE,
             node_span = const NODE_SPAN,
-            len_off = const LEN,
-            capacity_off = const CAPACITY,
-            objects = const OBJECTS,
-            miss = label { return false; },
-            options(nostack),
         );
     }
     true
@@ -275,29 +294,19 @@ pub unsafe fn push_batch(
 ) -> bool {
     // SAFETY: as in `push`.
     unsafe {
-        core::arch::asm!(
-            arm!("at"),
-            current_cache!(),
-            "mov {at}, qword ptr [{at} + {slot}]",
-            "movzx {len:e}, word ptr [{at} + {node_off}]",
-            "cmp {len}, {home}",
-            "jne {miss}",
-            push_onto_sheaf!("{miss}"),
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) rseq,
-            table = in(reg) table,
-            slot = in(reg) slot,
-            object = in(reg) object,
+        push_section!(
+            rseq,
+            table,
+            slot,
+            object,
+            [
+                "mov {at}, qword ptr [{at} + {slot}]",
+                "movzx {len:e}, word ptr [{at} + {node_off}]",
+                "cmp {len}, {home}",
+                "jne {miss}",
+            ],
             home = in(reg) home,
-            at = out(reg) _,
-            len = out(reg) _,
-            len_off = const LEN,
-            capacity_off = const CAPACITY,
             node_off = const NODE,
-            objects = const OBJECTS,
-            miss = label { return false; },
-            options(nostack),
         );
     }
     true
