@@ -22,8 +22,6 @@ usage:
       and makes suite.md and suite.svg from it (suite-quick.* with --quick,
       suite-partial.* with --only)
       --warmup S sets every run's warm-up (a steady state, e.g. 3)
-      --quiet-wait S waits up to S seconds before each cross-thread run
-      for a core-to-core round trip under 200 ns (the vCPUs running at once)
   sheafalloc-bench tuning [--rounds N] [--warmup S] [--seconds S] [--only W,...]
       the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
       the default capacities, and at fixed capacities 16..256 for every
@@ -130,9 +128,6 @@ pub struct SuiteOptions {
     pub partial: bool,
     /// Warm-up seconds of every run, if not the workloads' defaults.
     pub warmup: Option<f64>,
-    /// Before each cross-thread run, wait up to this long for a quiet
-    /// round trip (`suite::quiet`).
-    pub quiet_wait: Option<std::time::Duration>,
 }
 
 /// Options of a configuration sweep (`sheafalloc-bench tuning`, `modes`).
@@ -233,7 +228,6 @@ fn parse_seconds(flag: &str, value: Option<&String>) -> Result<f64, String> {
 fn parse_suite(args: &[String]) -> Result<Command, String> {
     let mut rounds = None;
     let mut warmup = None;
-    let mut quiet_wait = None;
     let mut quick = false;
     let mut only: Option<Vec<SuitePart>> = None;
     let mut args = args.iter();
@@ -243,10 +237,6 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
             "--quick" => quick = true,
             "--rounds" => rounds = Some(parse_rounds(args.next())?),
             "--warmup" => warmup = Some(parse_seconds("--warmup", args.next())?),
-            "--quiet-wait" => {
-                let seconds = parse_seconds("--quiet-wait", args.next())?;
-                quiet_wait = Some(std::time::Duration::from_secs_f64(seconds));
-            }
             "--only" => {
                 let value = args.next().ok_or("--only needs a part name")?;
                 let mut wanted = Vec::new();
@@ -281,7 +271,6 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
         parts,
         partial,
         warmup,
-        quiet_wait,
     }))
 }
 
@@ -449,12 +438,6 @@ mod tests {
         };
         assert!(some.partial);
         assert_eq!(some.rounds, 6);
-        assert_eq!(some.quiet_wait, None);
-        let Ok(Command::Suite(waiting)) = parse(&args(&["suite", "--quiet-wait", "30"])) else {
-            panic!("suite --quiet-wait parses");
-        };
-        assert_eq!(waiting.quiet_wait, Some(std::time::Duration::from_secs(30)));
-        assert!(parse(&args(&["suite", "--quiet-wait"])).is_err());
         assert_eq!(
             some.parts,
             vec![SuitePart::Workload(ServiceWorkload::TcpRr), SuitePart::Numa]

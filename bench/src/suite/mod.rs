@@ -7,7 +7,6 @@
 pub(crate) mod binaries;
 mod chart;
 mod jobs;
-mod quiet;
 pub mod readme;
 pub mod regenerate;
 mod results_log;
@@ -187,18 +186,6 @@ fn run_round(
                 args.push("--cpus".into());
                 args.push(format!("{a},{b}"));
             }
-            let wait = options
-                .quiet_wait
-                .filter(|_| job.workload.cross_thread())
-                .map(quiet::wait_for_quiet);
-            if let Some(wait) = wait.filter(|w| !w.quiet) {
-                eprintln!(
-                    "round {round}: {}: not quiet after {:.0} s (round trip {:.0} ns); running",
-                    peer.name(),
-                    wait.waited,
-                    wait.rtt_ns
-                );
-            }
             let mut outcome = spawn::run(&spawn::Invocation {
                 binary,
                 args,
@@ -207,16 +194,8 @@ fn run_round(
                 limit: time_limit(job.workload, options.quick)
                     + Duration::from_secs_f64(options.warmup.unwrap_or(0.0)),
             });
-            match (&mut outcome, wait) {
-                (Err(error), _) => eprintln!("round {round}: {} failed: {error}", peer.name()),
-                (Ok(record), Some(wait)) => {
-                    record.set_f64("quiet_wait_s", wait.waited, 1).set_f64(
-                        "quiet_probe_ns",
-                        wait.rtt_ns,
-                        0,
-                    );
-                }
-                (Ok(_), None) => {}
+            if let Err(error) = &outcome {
+                eprintln!("round {round}: {} failed: {error}", peer.name());
             }
             log.outcome(
                 At {
