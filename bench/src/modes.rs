@@ -64,7 +64,8 @@ fn report(sweep: &Sweep) -> String {
         out,
         "Medians over rounds; `per-cpu / per-thread` above 1 means per-CPU is better \
          (for time and memory units the ratio is inverted). Paired ratios: each round's \
-         per-CPU run against the per-thread run of the same round.\n"
+         per-CPU run against the per-thread run of the same round, over the rounds in which \
+         both runs were quiet (how many in brackets).\n"
     );
     let _ = writeln!(out, "{}\n", sweep.left_out_note());
     let _ = writeln!(
@@ -92,19 +93,19 @@ fn report(sweep: &Sweep) -> String {
         let outcomes = &sweep.results[w];
         let mut paired: Vec<f64> = outcomes
             .iter()
-            .filter(|o| o.config == 0)
+            .filter(|o| o.config == 0 && sweep.is_quiet(w, o))
             .filter_map(|a| {
                 let b = outcomes
                     .iter()
-                    .find(|b| b.config == 1 && b.round == a.round)?;
+                    .find(|b| b.config == 1 && b.round == a.round && sweep.is_quiet(w, b))?;
                 Some(sweep.better(w, a.value, b.value))
             })
             .filter(|r| r.is_finite())
             .collect();
         paired.sort_by(f64::total_cmp);
         let spread = match (paired.first(), paired.last()) {
-            (Some(lo), Some(hi)) => format!("{lo:.2}–{hi:.2}"),
-            _ => "–".into(),
+            (Some(lo), Some(hi)) => format!("{lo:.2}–{hi:.2} ({})", paired.len()),
+            _ => "no round with both quiet".into(),
         };
         let as_expected = outcomes
             .iter()

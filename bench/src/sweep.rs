@@ -106,19 +106,22 @@ impl Sweep {
         }
     }
 
+    /// Whether `outcome`, a run of workload number `w`, was quiet (always,
+    /// for a workload without a round-trip probe).
+    pub fn is_quiet(&self, w: usize, outcome: &Outcome) -> bool {
+        let rtt = outcome.record.number("rtt_ns");
+        !rtt.is_finite() || rtt <= self.noisy_above(w)
+    }
+
     /// Whether configuration `config` had a quiet run of workload number
     /// `w` (always, for a workload without a round-trip probe). Without
     /// one its median is over runs that mix placements, and a ratio with
     /// it compares different host states: the reports mark both.
     pub fn has_quiet(&self, w: usize, config: usize) -> bool {
-        let limit = self.noisy_above(w);
         self.results[w]
             .iter()
             .filter(|o| o.config == config && o.value.is_finite())
-            .any(|o| {
-                let rtt = o.record.number("rtt_ns");
-                !rtt.is_finite() || rtt <= limit
-            })
+            .any(|o| self.is_quiet(w, o))
     }
 
     /// `MARK` if configuration `config` of workload `w` had no quiet run.
@@ -450,6 +453,7 @@ mod tests {
         // ... and is marked as such, so no ratio with it passes for a
         // comparison of configurations.
         assert!(s.has_quiet(0, 0) && !s.has_quiet(0, 1));
+        assert!(s.is_quiet(0, &s.results[0][0]) && !s.is_quiet(0, &s.results[0][1]));
         assert_eq!((s.mark(0, 0), s.mark(0, 1)), ("", MARK));
     }
 
