@@ -755,6 +755,10 @@ fn malformed_headers_get_4xx_or_close() {
         assert!(wait_closed(&mut stream, deadline).is_some(), "not closed");
     });
     sidecar.case("a body sent one byte every 200 ms", |addr| {
+        // The clock starts before the connection: the server's body
+        // timeout starts after it whatever the scheduler does between
+        // here and the head's arrival, so the lower bound below holds.
+        let started = Instant::now();
         let mut stream = connect(addr);
         let body = br#"{"sheaf_capacity": 1}"#;
         let head = format!(
@@ -763,7 +767,6 @@ fn malformed_headers_get_4xx_or_close() {
             body.len()
         );
         send(&mut stream, head.as_bytes());
-        let started = Instant::now();
         let writer = stream.try_clone().unwrap();
         let trickle = std::thread::spawn(move || {
             let mut writer = writer;
