@@ -46,13 +46,7 @@ fn configs() -> Vec<Config> {
 /// Runs the comparison; progress on stderr, report on stdout and in
 /// `bench/results/modes.md`.
 pub fn run(options: &SweepOptions) {
-    let sweep = match &options.replay {
-        Some(file) => sweep::load(file, configs()).unwrap_or_else(|error| {
-            eprintln!("sheafalloc-bench modes --replay: {error}");
-            std::process::exit(1);
-        }),
-        None => sweep::run("modes", options, configs(), &DEFAULT_WORKLOADS),
-    };
+    let sweep = sweep::run_or_replay("modes", options, configs(), &DEFAULT_WORKLOADS);
     sweep::save("modes", &sweep, &report(&sweep));
 }
 
@@ -76,18 +70,15 @@ fn report(sweep: &Sweep) -> String {
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let (cpu, thread) = (sweep.median(w, 0), sweep.median(w, 1));
         let show = |v: Option<f64>, c: usize| {
-            v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}{}", sweep.mark(w, c)))
+            v.map_or_else(
+                || "–".to_owned(),
+                |v| format!("{v:.2}{}", sweep.marks(w, &[c])),
+            )
         };
         let ratio = match (cpu, thread) {
-            (Some(a), Some(b)) => format!(
-                "{:.3}{}",
-                sweep.better(w, a, b),
-                if sweep.has_quiet(w, 0) && sweep.has_quiet(w, 1) {
-                    ""
-                } else {
-                    crate::sweep::MARK
-                }
-            ),
+            (Some(a), Some(b)) => {
+                format!("{:.3}{}", sweep.better(w, a, b), sweep.marks(w, &[0, 1]))
+            }
             _ => "–".into(),
         };
         let outcomes = &sweep.results[w];

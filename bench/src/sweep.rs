@@ -70,16 +70,29 @@ pub const QUIET_RTT_FACTOR: f64 = 2.0;
 /// Marks a median without a quiet run, and a ratio with such a median.
 pub const MARK: &str = "*";
 
+/// The round trip above which a run counts as noisy, from the round trips
+/// of all the runs it is compared with: [`QUIET_RTT_FACTOR`]× the quietest
+/// (infinite when none has a round trip).
+pub fn quiet_limit(round_trips: impl IntoIterator<Item = f64>) -> f64 {
+    QUIET_RTT_FACTOR
+        * round_trips
+            .into_iter()
+            .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
+            .fold(f64::INFINITY, f64::min)
+}
+
+/// Whether `outcome` was quiet under `limit`; a run without a round trip
+/// counts as quiet.
+fn quiet_under(outcome: &Outcome, limit: f64) -> bool {
+    let rtt = outcome.record.number("rtt_ns");
+    !rtt.is_finite() || rtt <= limit
+}
+
 impl Sweep {
     /// The round trip above which a run of workload number `w` counts as
     /// noisy (infinite for a workload without a round-trip probe).
     fn noisy_above(&self, w: usize) -> f64 {
-        QUIET_RTT_FACTOR
-            * self.results[w]
-                .iter()
-                .map(|o| o.record.number("rtt_ns"))
-                .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
-                .fold(f64::INFINITY, f64::min)
+        quiet_limit(self.results[w].iter().map(|o| o.record.number("rtt_ns")))
     }
 
     /// The runs of configuration `config` for workload number `w` the
@@ -93,11 +106,7 @@ impl Sweep {
         let quiet: Vec<&Outcome> = runs
             .iter()
             .copied()
-            .filter(|o| {
-                let rtt = o.record.number("rtt_ns");
-                // A run without a round trip counts as quiet.
-                !rtt.is_finite() || rtt <= limit
-            })
+            .filter(|o| quiet_under(o, limit))
             .collect();
         if quiet.is_empty() {
             runs
@@ -109,8 +118,7 @@ impl Sweep {
     /// Whether `outcome`, a run of workload number `w`, was quiet (always,
     /// for a workload without a round-trip probe).
     pub fn is_quiet(&self, w: usize, outcome: &Outcome) -> bool {
-        let rtt = outcome.record.number("rtt_ns");
-        !rtt.is_finite() || rtt <= self.noisy_above(w)
+        quiet_under(outcome, self.noisy_above(w))
     }
 
     /// Whether configuration `config` had a quiet run of workload number
@@ -118,15 +126,17 @@ impl Sweep {
     /// one its median is over runs that mix placements, and a ratio with
     /// it compares different host states: the reports mark both.
     pub fn has_quiet(&self, w: usize, config: usize) -> bool {
+        let limit = self.noisy_above(w);
         self.results[w]
             .iter()
             .filter(|o| o.config == config && o.value.is_finite())
-            .any(|o| self.is_quiet(w, o))
+            .any(|o| quiet_under(o, limit))
     }
 
-    /// `MARK` if configuration `config` of workload `w` had no quiet run.
-    pub fn mark(&self, w: usize, config: usize) -> &'static str {
-        if self.has_quiet(w, config) {
+    /// [`MARK`] if any of `configs` had no quiet run of workload `w`: for
+    /// one configuration's median, or a ratio of several.
+    pub fn marks(&self, w: usize, configs: &[usize]) -> &'static str {
+        if configs.iter().all(|&c| self.has_quiet(w, c)) {
             ""
         } else {
             MARK
@@ -309,6 +319,22 @@ pub fn run(
     }
 }
 
+/// The sweep `options` ask for: read back from `--replay`'s file, or run.
+pub fn run_or_replay(
+    name: &str,
+    options: &SweepOptions,
+    configs: Vec<Config>,
+    default_workloads: &[Workload],
+) -> Sweep {
+    match &options.replay {
+        Some(file) => load(file, configs).unwrap_or_else(|error| {
+            eprintln!("sheafalloc-bench {name} --replay: {error}");
+            std::process::exit(1);
+        }),
+        None => run(name, options, configs, default_workloads),
+    }
+}
+
 /// A sweep read back from its results file (`--replay`): the header line
 /// `run` writes first (stem, provenance, workloads), then one line per run.
 pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, String> {
@@ -454,7 +480,8 @@ mod tests {
         // comparison of configurations.
         assert!(s.has_quiet(0, 0) && !s.has_quiet(0, 1));
         assert!(s.is_quiet(0, &s.results[0][0]) && !s.is_quiet(0, &s.results[0][1]));
-        assert_eq!((s.mark(0, 0), s.mark(0, 1)), ("", MARK));
+        assert_eq!((s.marks(0, &[0]), s.marks(0, &[1])), ("", MARK));
+        assert_eq!(s.marks(0, &[0, 1]), MARK);
     }
 
     #[test]

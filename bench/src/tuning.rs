@@ -84,13 +84,7 @@ fn capacity_list(capacity: u32) -> String {
 /// Runs the sweep; progress on stderr, report on stdout and in
 /// `bench/results/tuning.md`.
 pub fn run(options: &SweepOptions) {
-    let sweep = match &options.replay {
-        Some(file) => sweep::load(file, configs()).unwrap_or_else(|error| {
-            eprintln!("sheafalloc-bench tuning --replay: {error}");
-            std::process::exit(1);
-        }),
-        None => sweep::run("tuning", options, configs(), &DEFAULT_WORKLOADS),
-    };
+    let sweep = sweep::run_or_replay("tuning", options, configs(), &DEFAULT_WORKLOADS);
     sweep::save("tuning", &sweep, &report(&sweep));
 }
 
@@ -122,7 +116,7 @@ fn report(sweep: &Sweep) -> String {
         for (c, value) in medians.iter().enumerate() {
             match value {
                 Some(v) => {
-                    let _ = write!(row, " {v:.2}{} |", sweep.mark(w, c));
+                    let _ = write!(row, " {v:.2}{} |", sweep.marks(w, &[c]));
                 }
                 None => row.push_str(" – |"),
             }
@@ -138,7 +132,7 @@ fn report(sweep: &Sweep) -> String {
                     " {} | {:.3}{} |",
                     sweep.configs[c].name,
                     sweep.better(w, auto, best),
-                    marks(sweep, w, &[0, c])
+                    sweep.marks(w, &[0, c])
                 );
             }
             _ => row.push_str(" – | – |"),
@@ -149,7 +143,7 @@ fn report(sweep: &Sweep) -> String {
                     row,
                     " {:.3}{} |",
                     sweep.better(w, auto, defaults),
-                    marks(sweep, w, &[0, 1])
+                    sweep.marks(w, &[0, 1])
                 );
             }
             _ => row.push_str(" – |"),
@@ -170,13 +164,4 @@ fn report(sweep: &Sweep) -> String {
         out.push_str(&row);
     }
     out
-}
-
-/// `MARK` if any of `configs` had no quiet run of workload `w`.
-fn marks(sweep: &Sweep, w: usize, configs: &[usize]) -> &'static str {
-    if configs.iter().all(|&c| sweep.has_quiet(w, c)) {
-        ""
-    } else {
-        crate::sweep::MARK
-    }
 }

@@ -15,7 +15,7 @@ use sheafalloc_bench::service::catalog::Workload;
 use super::jobs::Job;
 use super::table::{medians, num};
 use crate::report::factor;
-use crate::sweep::QUIET_RTT_FACTOR;
+use crate::sweep::{quiet_limit, QUIET_RTT_FACTOR};
 use sheafalloc_bench::summary::Samples;
 
 /// One target.
@@ -117,24 +117,21 @@ pub struct Quiet {
     /// sheafalloc's median and number of quiet runs (`None`: it had none).
     pub sheaf: Option<(f64, usize)>,
     /// The best peer by its quiet runs' median, with that median and the
-    /// number of its quiet runs.
-    pub best: Option<(Peer, f64, usize)>,
-    /// Peers without a quiet run: the best of them is unknown, so then
-    /// there is no quiet ratio.
-    pub missing: Vec<Peer>,
+    /// number of its quiet runs; or, if some peers had no quiet run (so
+    /// the best of them is unknown and there is no quiet ratio), those.
+    pub best: Result<(Peer, f64, usize), Vec<Peer>>,
 }
 
 impl Quiet {
     pub fn of(job: &Job) -> Option<Self> {
-        let quietest = peers::ALL
-            .into_iter()
-            .flat_map(|peer| job.records(0, peer).map(|r| r.number("rtt_ns")))
-            .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        if !quietest.is_finite() {
+        let limit_ns = quiet_limit(
+            peers::ALL
+                .into_iter()
+                .flat_map(|peer| job.records(0, peer).map(|r| r.number("rtt_ns"))),
+        );
+        if !limit_ns.is_finite() {
             return None;
         }
-        let limit_ns = QUIET_RTT_FACTOR * quietest;
         let median = |peer: Peer| {
             let mut samples = Samples::default();
             for record in job.records(0, peer) {
@@ -147,42 +144,45 @@ impl Quiet {
             (n > 0).then(|| (samples.median(), n))
         };
         let hib = job.workload.higher_is_better();
-        let best = peers::ALL
+        let (quiet, missing): (Vec<_>, Vec<_>) = peers::ALL
             .into_iter()
             .filter(|p| p.is_peer())
-            .filter_map(|p| median(p).map(|(v, n)| (p, v, n)))
-            .reduce(|a, b| if hib == (b.1 > a.1) { b } else { a });
-        let missing = peers::ALL
-            .into_iter()
-            .filter(|p| p.is_peer() && median(*p).is_none())
-            .collect();
+            .map(|p| (p, median(p)))
+            .partition(|(_, m)| m.is_some());
+        let best = if missing.is_empty() {
+            quiet
+                .into_iter()
+                .filter_map(|(p, m)| m.map(|(v, n)| (p, v, n)))
+                .reduce(|a, b| if hib == (b.1 > a.1) { b } else { a })
+                .ok_or_else(Vec::new)
+        } else {
+            Err(missing.into_iter().map(|(p, _)| p).collect())
+        };
         Some(Self {
             limit_ns,
             sheaf: median(Peer::Sheaf),
             best,
-            missing,
         })
     }
 
     /// The table cell: the ratio and how many runs each side kept.
     fn cell(&self, hib: bool) -> String {
-        if !self.missing.is_empty() {
-            let names: Vec<&str> = self.missing.iter().map(|p| p.name()).collect();
-            return format!(
-                "no quiet run of {} (≤ {:.0} ns)",
-                names.join(", "),
-                self.limit_ns
-            );
-        }
-        match (self.sheaf, self.best) {
-            (Some((sheaf, n)), Some((peer, best, m))) => format!(
+        match (self.sheaf, &self.best) {
+            (_, Err(missing)) => {
+                let names: Vec<&str> = missing.iter().map(|p| p.name()).collect();
+                format!(
+                    "no quiet run of {} (≤ {:.0} ns)",
+                    names.join(", "),
+                    self.limit_ns
+                )
+            }
+            (None, Ok(_)) => format!("no quiet run of sheafalloc (≤ {:.0} ns)", self.limit_ns),
+            (Some((sheaf, n)), Ok((peer, best, m))) => format!(
                 "{:.2}× ({n} vs {} {m}, ≤ {:.0} ns)",
-                factor(sheaf, best, hib),
+                factor(sheaf, *best, hib),
                 peer.name(),
                 self.limit_ns
             ),
-            (None, _) => format!("no quiet run of sheafalloc (≤ {:.0} ns)", self.limit_ns),
-            (_, None) => format!("no quiet run of a peer (≤ {:.0} ns)", self.limit_ns),
         }
     }
 }
@@ -329,7 +329,7 @@ mod tests {
         assert_eq!(quiet.limit_ns, 150.0);
         assert_eq!(quiet.sheaf, Some((11.0, 2)));
         // jemalloc's fast run was taken with the vCPUs apart: not quiet.
-        assert_eq!(quiet.best, Some((Peer::Mimalloc, 9.0, 1)));
+        assert_eq!(quiet.best, Ok((Peer::Mimalloc, 9.0, 1)));
         assert!(quiet.cell(true).starts_with("1.22× (2 vs mimalloc 1"));
     }
 
@@ -339,7 +339,10 @@ mod tests {
         let quiet = Quiet::of(&few).expect("the job has round trips");
         assert_eq!(quiet.sheaf, None);
         // Three peers never ran: their best is unknown, so no ratio.
-        assert_eq!(quiet.missing.len(), 3);
+        assert_eq!(
+            quiet.best,
+            Err(vec![Peer::System, Peer::Jemalloc, Peer::Snmalloc])
+        );
         assert!(quiet
             .cell(true)
             .starts_with("no quiet run of system, jemalloc, snmalloc"));
