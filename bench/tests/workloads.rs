@@ -161,6 +161,7 @@ fn a_cross_thread_run_is_filed_under_its_worse_round_trip() {
         seconds: Some(BRIEF.seconds),
         warmup: Some(BRIEF.warmup),
         cpus: None,
+        calls: None,
     };
     let record = sheafalloc_bench::service::run(&request, SYSTEM).expect("the run succeeds");
     let before = record.number("rtt_before_ns");

@@ -25,6 +25,10 @@ pub enum Workload {
     HttpOrders,
     /// axum service under wrk: `GET /catalog`.
     HttpCatalog,
+    /// `HttpOrders`' handler work on one thread, no HTTP.
+    JsonOrders,
+    /// `HttpCatalog`'s handler work on one thread, no HTTP.
+    JsonCatalog,
     /// Loopback TCP request/response, tokio, 1,000 connections.
     TcpRr,
     /// Loopback UDP echo.
@@ -78,12 +82,14 @@ const ALIASES: [(&str, Workload); 2] = [
 
 impl Workload {
     /// Every workload, in report order.
-    pub const ALL: [Workload; 24] = [
+    pub const ALL: [Workload; 26] = [
         Workload::Handoff1to1,
         Workload::Handoff4to4,
         Workload::Bursty,
         Workload::HttpOrders,
         Workload::HttpCatalog,
+        Workload::JsonOrders,
+        Workload::JsonCatalog,
         Workload::Larson,
         Workload::Pairs,
         Workload::Fifo256,
@@ -143,6 +149,8 @@ impl Workload {
             Workload::Bursty => "bursty",
             Workload::HttpOrders => "http-orders",
             Workload::HttpCatalog => "http-catalog",
+            Workload::JsonOrders => "json-orders",
+            Workload::JsonCatalog => "json-catalog",
             Workload::TcpRr => "tcp-rr",
             Workload::UdpEcho => "udp-echo",
             Workload::Larson => "larson",
@@ -186,6 +194,12 @@ impl Workload {
             Workload::HttpCatalog => {
                 "axum JSON service under wrk (64 connections): GET /catalog, 200 items built and serialised".into()
             }
+            Workload::JsonOrders => {
+                "http-orders' handler on one thread, no HTTP: parse 40 orders, price, serialise".into()
+            }
+            Workload::JsonCatalog => {
+                "http-catalog's handler on one thread, no HTTP: build 200 items, serialise".into()
+            }
             Workload::TcpRr => "tokio TCP request/response, 1,000 connections".into(),
             Workload::UdpEcho => "UDP echo, window of 32 × 512 B".into(),
             Workload::Larson => "Larson: 16 B..8 KiB, 1 in 4 handed to the other thread".into(),
@@ -206,6 +220,7 @@ impl Workload {
     pub fn unit(self) -> &'static str {
         match self {
             Workload::TcpRr | Workload::HttpOrders | Workload::HttpCatalog => "requests/s",
+            Workload::JsonOrders | Workload::JsonCatalog => "calls/s",
             Workload::UdpEcho => "datagrams/s",
             Workload::Memory | Workload::IdleThreads => "MiB",
             Workload::Pairs => "ns/pair",
@@ -242,6 +257,11 @@ impl Workload {
                 | Workload::TcpRr
                 | Workload::Larson
         )
+    }
+
+    /// Whether this is an HTTP service's handler run without HTTP.
+    pub fn is_json(self) -> bool {
+        matches!(self, Workload::JsonOrders | Workload::JsonCatalog)
     }
 
     /// Whether this is the HTTP service (its report has peak RSS).

@@ -11,6 +11,7 @@ pub mod global;
 pub mod handoff;
 pub mod http;
 pub mod idle;
+pub mod json;
 pub mod larson;
 pub mod memory;
 pub mod object;
@@ -34,12 +35,14 @@ use crate::sync::pingpong;
 /// Usage of a workload binary.
 pub const USAGE: &str = "\
 usage: wl-ALLOCATOR WORKLOAD [--quick] [--seconds S] [--warmup S] [--cpus A,B]
+                            [--calls N]
        wl-ALLOCATOR --list
 Runs one workload with this binary's global allocator and prints one
 `result key=value ...` line. --warmup sets the seconds of work before the
 measured window (a steady state: long enough for sheafalloc's auto-tuner,
 which ticks twice a second, to settle). --cpus pins the two threads of
-tx-pinned.";
+tx-pinned. --calls makes a json-* run exactly N handler calls (for
+callgrind).";
 
 /// One run as asked on the command line.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +57,8 @@ pub struct Request {
     pub warmup: Option<f64>,
     /// CPUs of the two threads of `tx-pinned`.
     pub cpus: Option<(usize, usize)>,
+    /// Exact handler calls of a `json-*` run (no warm-up, no window).
+    pub calls: Option<u64>,
 }
 
 impl Request {
@@ -91,6 +96,7 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
         seconds: None,
         warmup: None,
         cpus: None,
+        calls: None,
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -121,6 +127,18 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
                     .split_once(',')
                     .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
                 request.cpus = Some(parsed.ok_or_else(|| format!("bad --cpus {value:?}"))?);
+            }
+            "--calls" => {
+                let value = args.next().ok_or("--calls needs a number")?;
+                let calls: u64 = value
+                    .parse()
+                    .map_err(|_| format!("bad --calls {value:?}"))?;
+                if calls == 0 || !workload.is_json() {
+                    return Err(format!(
+                        "--calls takes a positive count, for json-orders and json-catalog only"
+                    ));
+                }
+                request.calls = Some(calls);
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -157,6 +175,9 @@ pub fn main(peer: Peer) {
 pub fn run(request: &Request, global: Global) -> Result<Record, String> {
     let workload = request.workload;
     let budget = request.budget();
+    let length = request
+        .calls
+        .map_or(json::Length::Timed(budget), json::Length::Calls);
     let mut record = Record::new();
     record
         .set("workload", workload.name())
@@ -189,6 +210,10 @@ pub fn run(request: &Request, global: Global) -> Result<Record, String> {
         Workload::Bursty => handoff_outcome(&mut record, handoff::BURSTY, &budget)?,
         Workload::HttpOrders => http_outcome(&mut record, http::Endpoint::Orders, &budget)?,
         Workload::HttpCatalog => http_outcome(&mut record, http::Endpoint::Catalog, &budget)?,
+        Workload::JsonOrders => per_second(&mut record, json::run(json::Handler::Orders, length)?),
+        Workload::JsonCatalog => {
+            per_second(&mut record, json::run(json::Handler::Catalog, length)?)
+        }
         Workload::Larson => throughput(&mut record, larson::run(&budget)),
         Workload::Pairs => time_per_operation(&mut record, single_thread::pairs(&budget)),
         Workload::Fifo256 => time_per_operation(
@@ -365,5 +390,11 @@ mod tests {
         assert!(parse(&args(&["nope"])).is_err());
         assert!(parse(&args(&["memory", "--cpus", "x"])).is_err());
         assert!(parse(&args(&[])).is_err());
+        let request = parse(&args(&["json-catalog", "--calls", "20"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(request.calls, Some(20));
+        assert!(parse(&args(&["pairs", "--calls", "20"])).is_err());
+        assert!(parse(&args(&["json-orders", "--calls", "0"])).is_err());
     }
 }

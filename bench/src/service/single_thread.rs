@@ -32,7 +32,7 @@ pub fn fifo(size: usize, budget: &Budget) -> Window {
 
 /// Runs `chunk` (which does `per_chunk` operations) through the warm-up,
 /// then through the window.
-fn timed(budget: &Budget, per_chunk: u64, mut chunk: impl FnMut()) -> Window {
+pub(crate) fn timed(budget: &Budget, per_chunk: u64, mut chunk: impl FnMut()) -> Window {
     let warmup = Instant::now();
     loop {
         chunk();

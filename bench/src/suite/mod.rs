@@ -223,6 +223,7 @@ fn time_limit(workload: Workload, quick: bool) -> Duration {
         seconds: None,
         warmup: None,
         cpus: None,
+        calls: None,
     };
     let budget = request.budget();
     Duration::from_secs_f64(budget.warmup + budget.seconds + 60.0)
