@@ -134,9 +134,10 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
                     .parse()
                     .map_err(|_| format!("bad --calls {value:?}"))?;
                 if calls == 0 || !workload.is_json() {
-                    return Err(format!(
+                    return Err(
                         "--calls takes a positive count, for json-orders and json-catalog only"
-                    ));
+                            .into(),
+                    );
                 }
                 request.calls = Some(calls);
             }
