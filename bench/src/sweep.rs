@@ -61,6 +61,10 @@ pub struct Sweep {
     /// subset of the workloads (which leaves the full results and the
     /// README alone).
     pub stem: String,
+    /// Where the report goes: `bench/results/{stem}.md` for a run; for a
+    /// replay, beside the replayed file (`X.jsonl` → `X.md`), so replaying
+    /// a kept copy never overwrites the report of another run.
+    pub report_path: PathBuf,
 }
 
 /// A run is quiet if its round trip is at most this many times the
@@ -315,6 +319,7 @@ pub fn run(
         configs,
         results,
         provenance,
+        report_path: dir.join(format!("{stem}.md")),
         stem,
     }
 }
@@ -396,16 +401,17 @@ pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, Strin
         results,
         provenance: field("provenance").ok_or_else(|| bad(1, "no provenance"))?,
         stem: field("stem").ok_or_else(|| bad(1, "no stem"))?,
+        report_path: path.with_extension("md"),
     })
 }
 
-/// Prints `report`, writes it to `bench/results/{stem}.md`, and, for a
+/// Prints `report`, writes it to the sweep's `report_path`, and, for a
 /// full run, puts it (without its title) in the `{name}` generated region
 /// of the root README, if that has one.
 pub fn save(name: &str, sweep: &Sweep, report: &str) {
     print!("{report}");
-    let path: PathBuf = crate::suite::results_dir().join(format!("{}.md", sweep.stem));
-    if let Err(error) = std::fs::write(&path, report) {
+    let path = &sweep.report_path;
+    if let Err(error) = std::fs::write(path, report) {
         eprintln!(
             "sheafalloc-bench {name}: writing {}: {error}",
             path.display()
@@ -447,6 +453,7 @@ mod tests {
             results: vec![results],
             provenance: String::new(),
             stem: "test".into(),
+            report_path: PathBuf::from("test.md"),
         }
     }
 
@@ -507,6 +514,11 @@ mod tests {
         let configs = vec![Config::new("a", &[]), Config::new("b", &[])];
         let s = load(&path, configs.clone()).expect("the file reads back");
         assert_eq!(s.stem, "modes");
+        assert_eq!(
+            s.report_path,
+            path.with_extension("md"),
+            "the report goes beside the file"
+        );
         assert_eq!(s.provenance, "`x`; commit c");
         assert_eq!(s.workloads.len(), 2);
         assert_eq!((s.median(0, 0), s.median(0, 1)), (Some(4.0), Some(3.0)));
