@@ -30,8 +30,54 @@ pub fn valgrind_version() -> Option<String> {
 /// `out_file`; returns the instruction total and the warnings, or an error
 /// with valgrind's output (stack frames cut).
 pub fn count(program: &Path, args: &[String], out_file: &Path) -> Result<Run, String> {
+    let (text, warnings) = profile(program, args, out_file, &[])?;
+    let instructions = parse_total(&text)
+        .ok_or_else(|| format!("no summary:/totals: line in {}", out_file.display()))?;
+    Ok(Run {
+        instructions,
+        warnings,
+    })
+}
+
+/// Runs `program args` under callgrind with its cache simulation
+/// (`--cache-sim=yes`: first-level and last-level caches shaped like the
+/// host's); returns every event's total (`Ir`, `D1mr`, `DLmw`, ...) and
+/// the warnings.
+pub fn count_with_caches(
+    program: &Path,
+    args: &[String],
+    out_file: &Path,
+) -> Result<(Events, Vec<String>), String> {
+    let (text, warnings) = profile(program, args, out_file, &["--cache-sim=yes"])?;
+    let events = parse_events(&text)
+        .ok_or_else(|| format!("no events:/summary: lines in {}", out_file.display()))?;
+    Ok((events, warnings))
+}
+
+/// Event totals of one run, by callgrind's event names.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Events(pub Vec<(String, u64)>);
+
+impl Events {
+    /// The total of `name` (0 if the run did not record it).
+    pub fn get(&self, name: &str) -> u64 {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |&(_, v)| v)
+    }
+}
+
+/// Runs callgrind and returns its profile's text and the warnings.
+fn profile(
+    program: &Path,
+    args: &[String],
+    out_file: &Path,
+    valgrind_args: &[&str],
+) -> Result<(String, Vec<String>), String> {
     let output = Command::new("valgrind")
         .arg("--tool=callgrind")
+        .args(valgrind_args)
         .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(program)
         .args(args)
@@ -55,12 +101,7 @@ pub fn count(program: &Path, args: &[String], out_file: &Path) -> Result<Run, St
         .map_err(|e| format!("reading {}: {e}", out_file.display()))?;
     // Best effort: the profile is no longer needed.
     let _ = std::fs::remove_file(out_file);
-    let instructions = parse_total(&text)
-        .ok_or_else(|| format!("no summary:/totals: line in {}", out_file.display()))?;
-    Ok(Run {
-        instructions,
-        warnings,
-    })
+    Ok((text, warnings))
 }
 
 /// Instructions per operation from two runs of `n1` and `n2` operations.
@@ -114,9 +155,33 @@ pub fn parse_total(text: &str) -> Option<u64> {
     first_number("summary:").or_else(|| first_number("totals:"))
 }
 
+/// Every event's total of a callgrind output file: the names of its
+/// `events:` line with the numbers of its `summary:` (or `totals:`) line.
+pub fn parse_events(text: &str) -> Option<Events> {
+    let line = |prefix: &str| text.lines().find_map(|line| line.strip_prefix(prefix));
+    let names = line("events:")?.split_whitespace();
+    let totals = line("summary:").or_else(|| line("totals:"))?;
+    let values = totals.split_whitespace().map(|v| v.parse::<u64>().ok());
+    let events: Option<Vec<(String, u64)>> = names
+        .zip(values)
+        .map(|(n, v)| Some((n.to_owned(), v?)))
+        .collect();
+    events.filter(|e| !e.is_empty()).map(Events)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_every_event() {
+        let text = "events: Ir Dr D1mr\nsummary: 100 40 7\n";
+        let events = parse_events(text).unwrap();
+        assert_eq!((events.get("Ir"), events.get("D1mr")), (100, 7));
+        assert_eq!(events.get("DLmw"), 0);
+        assert_eq!(parse_events("events: Ir\n"), None);
+        assert_eq!(parse_events("events: Ir\nsummary: x\n"), None);
+    }
 
     #[test]
     fn parses_summary_then_totals() {

@@ -7,6 +7,7 @@
 
 mod callgrind;
 mod counters;
+mod handlers;
 mod machine;
 mod modes;
 mod options;
@@ -61,6 +62,7 @@ fn main() {
             print!("{section}");
             results_file::save_section(CALLGRIND_TAG, &section);
         }
+        Command::Handlers { quick, snmalloc } => handlers::run(quick, snmalloc),
         Command::Run(options) => run(&options),
         Command::Suite(options) => suite::run(&options),
         Command::Tuning(options) => tuning::run(&options),

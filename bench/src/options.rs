@@ -12,6 +12,11 @@ usage:
       PART is pairs, fifo, prodcons or callgrind (default: all)
   sheafalloc-bench callgrind [--quick]
       only the callgrind instruction counts (needs valgrind)
+  sheafalloc-bench handlers [--quick] [--snmalloc PATH]
+      instructions and simulated cache misses per call of the HTTP
+      handlers (json-orders, json-catalog) under callgrind, every
+      allocator's wl-* binary; PATH: a wl-snmalloc built with
+      --features snmalloc-valgrind; writes bench/results/handlers.md
   sheafalloc-bench pairs ALLOCATOR N
       N alloc+free pairs with one allocator (what callgrind runs)
   sheafalloc-bench suite [--quick] [--rounds N] [--only PART[,PART...]]
@@ -78,6 +83,13 @@ pub enum Command {
     Callgrind {
         /// Smaller iteration counts.
         quick: bool,
+    },
+    /// The handlers under callgrind.
+    Handlers {
+        /// Smaller call counts.
+        quick: bool,
+        /// The `wl-snmalloc` to count instead of the one next to this.
+        snmalloc: Option<std::path::PathBuf>,
     },
     /// The pairs loop alone, for callgrind.
     Pairs {
@@ -314,6 +326,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         Some("tuning") => parse_sweep(&args[1..], false),
         Some("modes") => parse_sweep(&args[1..], true),
         Some("report") => parse_report(&args[1..]),
+        Some("handlers") => parse_handlers(&args[1..]),
         Some("callgrind") => match &args[1..] {
             [] => Ok(Command::Callgrind { quick: false }),
             [flag] if flag == "--quick" => Ok(Command::Callgrind { quick: true }),
@@ -321,6 +334,22 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         },
         _ => parse_run(args),
     }
+}
+
+fn parse_handlers(args: &[String]) -> Result<Command, String> {
+    let (mut quick, mut snmalloc) = (false, None);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--snmalloc" => {
+                let path = args.next().ok_or("--snmalloc needs a path")?;
+                snmalloc = Some(std::path::PathBuf::from(path));
+            }
+            other => return Err(format!("handlers: unknown argument {other:?}")),
+        }
+    }
+    Ok(Command::Handlers { quick, snmalloc })
 }
 
 fn parse_run(args: &[String]) -> Result<Command, String> {
@@ -395,6 +424,22 @@ mod tests {
         };
         assert_eq!((tuning.rounds, tuning.warmup, tuning.only), (2, 8.0, None));
         assert!(parse(&args(&["modes", "--only", "nonesuch"])).is_err());
+    }
+
+    #[test]
+    fn parses_handlers() {
+        let Ok(Command::Handlers { quick, snmalloc }) = parse(&args(&[
+            "handlers",
+            "--quick",
+            "--snmalloc",
+            "/x/wl-snmalloc",
+        ])) else {
+            panic!("handlers parses");
+        };
+        assert!(quick);
+        assert_eq!(snmalloc, Some(std::path::PathBuf::from("/x/wl-snmalloc")));
+        assert!(parse(&args(&["handlers", "--snmalloc"])).is_err());
+        assert!(parse(&args(&["handlers", "--nope"])).is_err());
     }
 
     #[test]
