@@ -38,9 +38,14 @@ pub fn run(budget: &Budget) -> std::io::Result<Outcome> {
     client.set_read_timeout(Some(Duration::from_millis(20)))?;
     let progress = Progress::new(1);
     let progress = &progress;
+    // Both threads borrow the sockets, which close only after both have
+    // stopped: a server socket closed while the client still sends makes
+    // the kernel answer with port-unreachable, and the client's connected
+    // socket reports ECONNREFUSED.
+    let (server, client) = (&server, &client);
     std::thread::scope(|s| {
-        let echo = s.spawn(move || serve(&server, progress));
-        let client = s.spawn(move || send_and_receive(&client, progress));
+        let echo = s.spawn(move || serve(server, progress));
+        let client = s.spawn(move || send_and_receive(client, progress));
         let window = progress.measure(budget);
         let lost = client.join().expect("the client does not panic");
         let served = echo.join().expect("the server does not panic");
