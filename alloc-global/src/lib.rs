@@ -163,9 +163,9 @@ unsafe impl GlobalAlloc for SheafAlloc {
 }
 
 impl SheafAlloc {
-    /// Moves a small object to another small class: allocate, copy, free.
-    /// A copy of at most 32 bytes is done inline (two overlapping loads
-    /// and stores), not by a call to `memcpy`.
+    /// Moves a small object to another small class. A copy of at most 32
+    /// bytes is done inline (two overlapping loads and stores), not by a
+    /// call to `memcpy`.
     ///
     /// # Safety
     ///
@@ -181,30 +181,12 @@ impl SheafAlloc {
         old_class: SizeClass,
         new_class: SizeClass,
     ) -> *mut u8 {
-        // SAFETY: duty 1: a valid layout (non-zero size that does not
-        // overflow when rounded to its alignment).
-        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-        // SAFETY: forwarded from our caller.
-        let new_ptr = unsafe { self.alloc(new_layout) };
-        if new_ptr.is_null() {
-            return new_ptr;
-        }
-        // Both slots have room for the smaller slot's size (duty 2), so
-        // the copy may round the bytes kept up to it: the extra bytes are
-        // slack of the old slot, copied as `MaybeUninit`.
+        // Both slots have room for the smaller slot's size (duty 2), so a
+        // copy may round the bytes kept up to it: the extra bytes are slack
+        // of the old slot, copied as `MaybeUninit`.
         let slot = old_class.object_size().min(new_class.object_size());
-        // SAFETY: both blocks are distinct live slots of at least `slot`
-        // bytes (duty 2); the reads and writes stay within `slot` bytes and
-        // move `MaybeUninit` values, which may be uninitialised.
-        unsafe {
-            if slot <= 32 {
-                copy_small(ptr, new_ptr, slot);
-            } else {
-                ptr::copy_nonoverlapping(ptr, new_ptr, layout.size().min(new_size));
-            }
-            self.dealloc(ptr, layout);
-        }
-        new_ptr
+        // SAFETY: duty 1; both blocks have at least `slot` bytes (duty 2).
+        unsafe { self.move_object(ptr, layout, new_size, (slot <= 32).then_some(slot)) }
     }
 
     /// `realloc` of everything else: large or over-aligned layouts, and a
@@ -230,18 +212,47 @@ impl SheafAlloc {
                 return moved;
             }
         }
-        // SAFETY: the caller guarantees a valid new layout (non-zero size
-        // that does not overflow when rounded to `align`).
-        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, align) };
+        // SAFETY: forwarded from our caller.
+        unsafe { self.move_object(ptr, layout, new_size, None) }
+    }
+
+    /// Allocates `new_size` bytes, copies what the object keeps and frees
+    /// it: the end of every `realloc` that moves. `small_copy` is the
+    /// length of an inline copy (8 to 32 bytes); without it, `memcpy`
+    /// copies the smaller of the two sizes.
+    ///
+    /// # Safety
+    ///
+    /// 1. `realloc`'s contract for `ptr`, `layout` and `new_size`.
+    /// 2. With `small_copy`, both the old block and a block for `new_size`
+    ///    with `layout.align()` have at least that many bytes, and it lies
+    ///    in `8..=32`.
+    #[inline(always)]
+    unsafe fn move_object(
+        &self,
+        ptr: *mut u8,
+        layout: Layout,
+        new_size: usize,
+        small_copy: Option<usize>,
+    ) -> *mut u8 {
+        // SAFETY: duty 1: a valid layout (non-zero size that does not
+        // overflow when rounded to its alignment).
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         // SAFETY: forwarded from our caller.
         let new_ptr = unsafe { self.alloc(new_layout) };
-        if !new_ptr.is_null() {
-            // SAFETY: both blocks hold at least the smaller size and are
-            // distinct live allocations.
-            unsafe {
-                ptr::copy_nonoverlapping(ptr, new_ptr, layout.size().min(new_size));
-                self.dealloc(ptr, layout);
+        if new_ptr.is_null() {
+            return new_ptr;
+        }
+        // SAFETY: the blocks are distinct live allocations; the inline copy
+        // stays within `len` bytes, which both have (duty 2), and `memcpy`
+        // within the smaller size, which both hold. `ptr` is freed with its
+        // own layout (duty 1).
+        unsafe {
+            match small_copy {
+                Some(len) => copy_small(ptr, new_ptr, len),
+                None => ptr::copy_nonoverlapping(ptr, new_ptr, layout.size().min(new_size)),
             }
+            self.dealloc(ptr, layout);
         }
         new_ptr
     }
@@ -252,37 +263,42 @@ impl SheafAlloc {
 ///
 /// # Safety
 ///
-/// 1. `src` and `dst` are valid for `len` bytes and do not overlap.
+/// 1. `src` and `dst` are valid for `len` bytes and do not overlap, and
+///    `8 <= len <= 32`.
 #[inline(always)]
 unsafe fn copy_small(src: *const u8, dst: *mut u8, len: usize) {
-    use core::mem::MaybeUninit;
-    // SAFETY: duty 1; `8 <= len`, so `len.wrapping_sub(8)` and (when `len > 16`)
-    // `len.wrapping_sub(16)` are in bounds, and each access ends at or before `len`.
-    // Both loads happen before the stores: the copy is right for any
-    // `len` in range, the overlapping bytes written twice with the same
-    // value.
+    // SAFETY: duty 1; `len` is at least the word's size in each branch.
     unsafe {
         if len <= 16 {
-            let head = src.cast::<MaybeUninit<u64>>().read_unaligned();
-            let tail = src
-                .add(len.wrapping_sub(8))
-                .cast::<MaybeUninit<u64>>()
-                .read_unaligned();
-            dst.cast::<MaybeUninit<u64>>().write_unaligned(head);
-            dst.add(len.wrapping_sub(8))
-                .cast::<MaybeUninit<u64>>()
-                .write_unaligned(tail);
+            copy_head_and_tail::<u64>(src, dst, len);
         } else {
-            let head = src.cast::<MaybeUninit<u128>>().read_unaligned();
-            let tail = src
-                .add(len.wrapping_sub(16))
-                .cast::<MaybeUninit<u128>>()
-                .read_unaligned();
-            dst.cast::<MaybeUninit<u128>>().write_unaligned(head);
-            dst.add(len.wrapping_sub(16))
-                .cast::<MaybeUninit<u128>>()
-                .write_unaligned(tail);
+            copy_head_and_tail::<u128>(src, dst, len);
         }
+    }
+}
+
+/// Copies `len` bytes as the first and the last `size_of::<W>()` bytes
+/// (overlapping when `len` is less than twice that), both loaded before
+/// either is stored, as `MaybeUninit` (the bytes may be uninitialised).
+///
+/// # Safety
+///
+/// 1. `src` and `dst` are valid for `len` bytes and do not overlap, and
+///    `size_of::<W>() <= len <= 2 * size_of::<W>()`.
+#[inline(always)]
+unsafe fn copy_head_and_tail<W>(src: *const u8, dst: *mut u8, len: usize) {
+    use core::mem::{size_of, MaybeUninit};
+    // Cannot wrap: `len >= size_of::<W>()` (duty 1).
+    let tail = len.wrapping_sub(size_of::<W>());
+    // SAFETY: duty 1: both accesses of each block lie within its `len`
+    // bytes (the tail ends at `len`); unaligned accesses of `MaybeUninit`.
+    unsafe {
+        let head_word = src.cast::<MaybeUninit<W>>().read_unaligned();
+        let tail_word = src.add(tail).cast::<MaybeUninit<W>>().read_unaligned();
+        dst.cast::<MaybeUninit<W>>().write_unaligned(head_word);
+        dst.add(tail)
+            .cast::<MaybeUninit<W>>()
+            .write_unaligned(tail_word);
     }
 }
 
