@@ -108,14 +108,7 @@ pub fn run(quick: bool, snmalloc: Option<PathBuf>) {
     let provenance = format!(
         "`{}`; commit {}; {valgrind}; {}{}",
         crate::command_line(),
-        crate::machine::source_commit().map_or_else(
-            || "unknown".to_owned(),
-            |(c, dirty)| if dirty {
-                format!("{c} (with uncommitted changes)")
-            } else {
-                c
-            }
-        ),
+        crate::machine::commit_label(),
         crate::machine::describe().markdown(),
         snmalloc.map_or_else(String::new, |p| format!("; snmalloc from {}", p.display())),
     );

@@ -67,6 +67,16 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// [`source_commit`] for a report's provenance: the full hash, marked
+/// `(with uncommitted changes)` for a dirty tree, or `unknown`.
+pub fn commit_label() -> String {
+    match source_commit() {
+        Some((commit, true)) => format!("{commit} (with uncommitted changes)"),
+        Some((commit, false)) => commit,
+        None => "unknown".to_owned(),
+    }
+}
+
 /// The git commit checked out in the bench's source tree when this runs,
 /// and whether the tree had uncommitted changes (`None`: not a git tree).
 /// Results and documents do not count (`bench/results/`, Markdown files):

@@ -231,16 +231,7 @@ pub fn run(
     };
     let dir = crate::suite::results_dir();
     let mut log = std::fs::File::create(dir.join(format!("{stem}.jsonl"))).ok();
-    let commit = crate::machine::source_commit().map_or_else(
-        || "unknown".to_owned(),
-        |(c, dirty)| {
-            if dirty {
-                format!("{c} (with uncommitted changes)")
-            } else {
-                c
-            }
-        },
-    );
+    let commit = crate::machine::commit_label();
     let only = options.only.as_ref().map_or_else(String::new, |only| {
         let names: Vec<&str> = only.iter().map(|w| w.name()).collect();
         format!(" --only {}", names.join(","))

@@ -12,21 +12,12 @@
 //! Every answer is checked: its length against the one computed before the
 //! window (the work is deterministic), and the first answer byte for byte.
 
-use super::http::shop;
+use super::http::{shop, Endpoint};
 use super::progress::{Budget, Window};
 use super::single_thread::timed;
 
 /// Handler calls per timed chunk (a few milliseconds).
 const CALLS_PER_CHUNK: u64 = 200;
-
-/// Which handler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Handler {
-    /// Parse a 40-order body, price it, serialise the quote.
-    Orders,
-    /// Build a 200-item catalog and serialise it.
-    Catalog,
-}
 
 /// How long a run lasts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -38,28 +29,28 @@ pub enum Length {
     Calls(u64),
 }
 
-/// Runs `handler` for `length`; the window counts handler calls. Errs if
-/// an answer differs from the expected one.
-pub fn run(handler: Handler, length: Length) -> Result<Window, String> {
+/// Runs the handler of `endpoint` for `length`; the window counts handler
+/// calls. Errs if an answer differs from the expected one.
+pub fn run(endpoint: Endpoint, length: Length) -> Result<Window, String> {
     let body = serde_json::to_vec(&shop::order_request()).map_err(|e| e.to_string())?;
     let call = |body: &[u8]| -> Result<Vec<u8>, String> {
-        match handler {
-            Handler::Orders => {
+        match endpoint {
+            Endpoint::Orders => {
                 let request: shop::OrderRequest =
                     serde_json::from_slice(body).map_err(|e| e.to_string())?;
                 serde_json::to_vec(&shop::price(&request)).map_err(|e| e.to_string())
             }
-            Handler::Catalog => serde_json::to_vec(&shop::catalog()).map_err(|e| e.to_string()),
+            Endpoint::Catalog => serde_json::to_vec(&shop::catalog()).map_err(|e| e.to_string()),
         }
     };
-    let expected = match handler {
-        Handler::Orders => serde_json::to_vec(&shop::price(&shop::order_request())),
-        Handler::Catalog => serde_json::to_vec(&shop::catalog()),
+    let expected = match endpoint {
+        Endpoint::Orders => serde_json::to_vec(&shop::price(&shop::order_request())),
+        Endpoint::Catalog => serde_json::to_vec(&shop::catalog()),
     }
     .map_err(|e| e.to_string())?;
     if call(&body)? != expected {
         return Err(format!(
-            "{handler:?}: the answer differs from the expected one"
+            "{endpoint:?}: the answer differs from the expected one"
         ));
     }
     let mut wrong = 0u64;
@@ -83,7 +74,7 @@ pub fn run(handler: Handler, length: Length) -> Result<Window, String> {
         }
     };
     if wrong != 0 {
-        return Err(format!("{handler:?}: {wrong} answers were wrong"));
+        return Err(format!("{endpoint:?}: {wrong} answers were wrong"));
     }
     Ok(window)
 }
@@ -98,11 +89,11 @@ mod tests {
             warmup: 0.0,
             seconds: 0.01,
         };
-        for handler in [Handler::Orders, Handler::Catalog] {
-            let window = run(handler, Length::Timed(budget)).unwrap();
+        for endpoint in [Endpoint::Orders, Endpoint::Catalog] {
+            let window = run(endpoint, Length::Timed(budget)).unwrap();
             assert!(window.operations >= CALLS_PER_CHUNK);
             assert_eq!(window.operations % CALLS_PER_CHUNK, 0);
-            assert_eq!(run(handler, Length::Calls(3)).unwrap().operations, 3);
+            assert_eq!(run(endpoint, Length::Calls(3)).unwrap().operations, 3);
         }
     }
 }

@@ -211,9 +211,9 @@ pub fn run(request: &Request, global: Global) -> Result<Record, String> {
         Workload::Bursty => handoff_outcome(&mut record, handoff::BURSTY, &budget)?,
         Workload::HttpOrders => http_outcome(&mut record, http::Endpoint::Orders, &budget)?,
         Workload::HttpCatalog => http_outcome(&mut record, http::Endpoint::Catalog, &budget)?,
-        Workload::JsonOrders => per_second(&mut record, json::run(json::Handler::Orders, length)?),
+        Workload::JsonOrders => per_second(&mut record, json::run(http::Endpoint::Orders, length)?),
         Workload::JsonCatalog => {
-            per_second(&mut record, json::run(json::Handler::Catalog, length)?)
+            per_second(&mut record, json::run(http::Endpoint::Catalog, length)?)
         }
         Workload::Larson => throughput(&mut record, larson::run(&budget)),
         Workload::Pairs => time_per_operation(&mut record, single_thread::pairs(&budget)),
