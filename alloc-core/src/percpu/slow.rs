@@ -333,7 +333,6 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
         let pushed = unsafe {
             super::cs::push_batch(
                 here.rseq,
-                super::CPU_CACHES.as_ptr(),
                 Slot::Remote.offset(here.class),
                 object,
                 home.index(),
