@@ -167,6 +167,12 @@ impl SheafAlloc {
     /// bytes is done inline (two overlapping loads and stores), not by a
     /// call to `memcpy`.
     ///
+    /// Every call this path makes is its last act (a tail call): the
+    /// allocation's miss, a copy through `memcpy` and the free's miss each
+    /// hand the rest of the move to an out-of-line function. So when the
+    /// pop and the push hit, `realloc` runs as a leaf: it saves no
+    /// callee-saved register and looks each class up once.
+    ///
     /// # Safety
     ///
     /// 1. `realloc`'s contract for `ptr`, `layout` and `new_size`.
@@ -185,8 +191,28 @@ impl SheafAlloc {
         // copy may round the bytes kept up to it: the extra bytes are slack
         // of the old slot, copied as `MaybeUninit`.
         let slot = old_class.object_size().min(new_class.object_size());
-        // SAFETY: duty 1; both blocks have at least `slot` bytes (duty 2).
-        unsafe { self.move_object(ptr, layout, new_size, (slot <= 32).then_some(slot)) }
+        if slot > 32 {
+            // SAFETY: duty 1.
+            return unsafe { move_with_memcpy(ptr, layout, new_size) };
+        }
+        let Ok(Some(new_ptr)) = THREAD_CACHE.try_with(|cache| cache.pop(new_class)) else {
+            // SAFETY: duty 1; the classes are the layouts' (duty 2).
+            return unsafe { move_small_slow(ptr, old_class, new_class) };
+        };
+        #[cfg(feature = "checks")]
+        sheafalloc_core::checks::on_alloc(new_ptr, new_class);
+        // SAFETY: distinct live blocks of at least `slot` bytes each (duty
+        // 2), `8 <= slot <= 32`.
+        unsafe { copy_small(ptr, new_ptr, slot) };
+        #[cfg(feature = "checks")]
+        sheafalloc_core::checks::on_free(ptr, old_class);
+        // SAFETY: `ptr` is an object of `old_class` (duty 2) that the caller
+        // gave up (duty 1); its bytes are in `new_ptr` now.
+        if let Ok(true) = THREAD_CACHE.try_with(|cache| unsafe { cache.push(old_class, ptr) }) {
+            return new_ptr;
+        }
+        // SAFETY: as above.
+        unsafe { free_slow_and_return(ptr, old_class, new_ptr) }
     }
 
     /// `realloc` of everything else: large or over-aligned layouts, and a
@@ -258,6 +284,59 @@ impl SheafAlloc {
     }
 }
 
+/// A small move that copies through `memcpy`, out of line so that
+/// `realloc` reaches it by a tail call.
+///
+/// # Safety
+///
+/// `realloc`'s contract for `ptr`, `layout` and `new_size`.
+#[inline(never)]
+unsafe fn move_with_memcpy(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    // SAFETY: forwarded from our caller.
+    unsafe { SheafAlloc::new().move_object(ptr, layout, new_size, None) }
+}
+
+/// A small move of at most 32 bytes whose allocation missed the fast path:
+/// allocate through the slow path, copy, free. Null (and `ptr` untouched)
+/// only if the OS refuses memory.
+///
+/// # Safety
+///
+/// 1. `ptr` is a live object of `old_class` that the caller gives up once
+///    this returns non-null.
+/// 2. The smaller of the two classes' slots is at most 32 bytes.
+#[cold]
+#[inline(never)]
+unsafe fn move_small_slow(ptr: *mut u8, old_class: SizeClass, new_class: SizeClass) -> *mut u8 {
+    let new_ptr = alloc_class(new_class);
+    if new_ptr.is_null() {
+        return new_ptr;
+    }
+    let slot = old_class.object_size().min(new_class.object_size());
+    // SAFETY: distinct live blocks with at least `slot` bytes each, and
+    // `8 <= slot <= 32` (duty 2; no slot is smaller than 8 bytes).
+    unsafe { copy_small(ptr, new_ptr, slot) };
+    #[cfg(feature = "checks")]
+    sheafalloc_core::checks::on_free(ptr, old_class);
+    // SAFETY: `ptr` is given up (duty 1).
+    unsafe { free_class(ptr, old_class) };
+    new_ptr
+}
+
+/// Frees `ptr` through the slow path and returns `moved`: the end of a
+/// small move whose free missed, reached by a tail call.
+///
+/// # Safety
+///
+/// 1. As [`free_class`].
+#[cold]
+#[inline(never)]
+unsafe fn free_slow_and_return(ptr: *mut u8, class: SizeClass, moved: *mut u8) -> *mut u8 {
+    // SAFETY: duty 1.
+    unsafe { free_class(ptr, class) };
+    moved
+}
+
 /// Copies `len` bytes, `8 <= len <= 32`, from `src` to `dst` with two
 /// overlapping loads and two stores (of 8 bytes up to 16, else of 16).
 ///
@@ -308,18 +387,22 @@ unsafe fn copy_head_and_tail<W>(src: *const u8, dst: *mut u8, len: usize) {
 #[inline(never)]
 fn alloc_slow(layout: Layout) -> *mut u8 {
     match SizeClass::for_layout(layout.size(), layout.align()) {
-        Some(class) => {
-            let object = THREAD_CACHE
-                .try_with(|cache| cache.pop(class).unwrap_or_else(|| cache.alloc_slow(class)))
-                .unwrap_or_else(|_| uncached_alloc(NodeId::ZERO, class));
-            #[cfg(feature = "checks")]
-            if !object.is_null() {
-                sheafalloc_core::checks::on_alloc(object, class);
-            }
-            object
-        }
+        Some(class) => alloc_class(class),
         None => large::alloc(layout.size(), layout.align()),
     }
+}
+
+/// An object of `class` by whatever path has one (the main sheaf, the
+/// thread's slow path, or the slabs when the thread-local is gone).
+fn alloc_class(class: SizeClass) -> *mut u8 {
+    let object = THREAD_CACHE
+        .try_with(|cache| cache.pop(class).unwrap_or_else(|| cache.alloc_slow(class)))
+        .unwrap_or_else(|_| uncached_alloc(NodeId::ZERO, class));
+    #[cfg(feature = "checks")]
+    if !object.is_null() {
+        sheafalloc_core::checks::on_alloc(object, class);
+    }
+    object
 }
 
 /// # Safety
@@ -336,17 +419,8 @@ unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
             if SizeClass::for_small_layout(layout.size(), layout.align()).is_none() {
                 sheafalloc_core::checks::on_free(ptr, class);
             }
-            let done = THREAD_CACHE.try_with(|cache| {
-                // SAFETY: duty 1: `ptr` is a free object of `class`.
-                if !unsafe { cache.push(class, ptr) } {
-                    // SAFETY: duty 1.
-                    unsafe { cache.dealloc_slow(class, ptr) }
-                }
-            });
-            if done.is_err() {
-                // SAFETY: duty 1.
-                unsafe { uncached_free(class, ptr) }
-            }
+            // SAFETY: duty 1: `ptr` is a free object of `class`.
+            unsafe { free_class(ptr, class) }
         }
         None => {
             #[cfg(feature = "checks")]
@@ -354,6 +428,28 @@ unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
             // SAFETY: duty 1: a direct mapping of `layout.size()` bytes.
             unsafe { large::dealloc(ptr, layout.size()) }
         }
+    }
+}
+
+/// Frees `ptr`, an object of `class`, by whatever path takes it (the main
+/// sheaf, the thread's slow path, or the slabs when the thread-local is
+/// gone). The misuse checks, when built, have seen it already.
+///
+/// # Safety
+///
+/// 1. `ptr` was allocated by this allocator for `class` and is no longer
+///    used.
+unsafe fn free_class(ptr: *mut u8, class: SizeClass) {
+    let done = THREAD_CACHE.try_with(|cache| {
+        // SAFETY: duty 1.
+        if !unsafe { cache.push(class, ptr) } {
+            // SAFETY: duty 1.
+            unsafe { cache.dealloc_slow(class, ptr) }
+        }
+    });
+    if done.is_err() {
+        // SAFETY: duty 1.
+        unsafe { uncached_free(class, ptr) }
     }
 }
 
@@ -379,6 +475,58 @@ mod tests {
                 dst[len..].iter().all(|&b| b == 0xEE),
                 "len {len} wrote past its end"
             );
+        }
+    }
+
+    /// The out-of-line ends of a small move (allocation missed; free
+    /// missed) keep the bytes and free the old object: the next allocation
+    /// of its class may hand it out again (with the misuse checks built,
+    /// as the tests are, handing out an object still marked live aborts).
+    #[test]
+    fn the_slow_ends_of_a_small_move_keep_the_bytes_and_free_the_old_object() {
+        let allocator = SheafAlloc::new();
+        let (old_layout, new_size) = (Layout::from_size_align(24, 8).unwrap(), 40);
+        let old_class = SizeClass::for_small_layout(24, 8).unwrap();
+        let new_class = SizeClass::for_small_layout(new_size, 8).unwrap();
+        assert_ne!(old_class, new_class);
+        let fill = |ptr: *mut u8, seed: u8| {
+            for i in 0..24 {
+                // SAFETY: the object holds at least 24 bytes.
+                unsafe { ptr.add(i).write(seed.wrapping_add(i as u8)) };
+            }
+        };
+        let kept = |ptr: *mut u8, seed: u8| {
+            // SAFETY: the object holds at least 24 bytes.
+            (0..24).all(|i| unsafe { ptr.add(i).read() } == seed.wrapping_add(i as u8))
+        };
+        for round in 0..64u8 {
+            // SAFETY: non-zero layouts; each pointer is live when used.
+            unsafe {
+                let old = allocator.alloc(old_layout);
+                assert!(!old.is_null());
+                fill(old, round);
+                let moved = move_small_slow(old, old_class, new_class);
+                assert!(!moved.is_null() && moved != old);
+                assert!(kept(moved, round), "round {round}: bytes lost");
+                let again = allocator.alloc(old_layout);
+                assert!(!again.is_null());
+                fill(again, round ^ 0x5A);
+                let moved_again = allocator.alloc(Layout::from_size_align(new_size, 8).unwrap());
+                fill(moved_again, round ^ 0x33);
+                // As `move_to_class` does before a free that may miss.
+                #[cfg(feature = "checks")]
+                sheafalloc_core::checks::on_free(again, old_class);
+                assert_eq!(
+                    free_slow_and_return(again, old_class, moved_again),
+                    moved_again
+                );
+                assert!(
+                    kept(moved, round),
+                    "round {round}: the move was overwritten"
+                );
+                allocator.dealloc(moved, Layout::from_size_align(new_size, 8).unwrap());
+                allocator.dealloc(moved_again, Layout::from_size_align(new_size, 8).unwrap());
+            }
         }
     }
 
