@@ -185,6 +185,35 @@ impl SizeClass {
         }
     }
 
+    /// The classes of two sizes with one alignment (a `realloc`'s old and
+    /// new layout), both by the lookup table, or `None` unless both are
+    /// [`for_small_layout`](Self::for_small_layout)'s. For an alignment of
+    /// at most 8 bytes (every `String`'s and most `Vec`s') the alignment
+    /// cannot change a class (every slot is a multiple of 8 bytes at an
+    /// 8-aligned address), so one bound test covers both sizes and the two
+    /// table loads are all that is left.
+    #[inline(always)]
+    pub fn for_small_pair(a: usize, b: usize, align: usize) -> Option<(Self, Self)> {
+        if align <= 8 {
+            if a.max(b) > SMALL_LOOKUP_MAX {
+                return None;
+            }
+            const _: () = assert!(SMALL_LOOKUP_MAX.div_ceil(8) < LOOKUP_LEN);
+            let class = |size: usize| {
+                // SAFETY: `size <= SMALL_LOOKUP_MAX` (tested above), so the
+                // sum cannot wrap and the index is at most
+                // `SMALL_LOOKUP_MAX / 8` rounded up, below `LOOKUP_LEN`
+                // (asserted at compile time).
+                SizeClass(unsafe { *SMALL_LOOKUP.get_unchecked(size.wrapping_add(7) >> 3) })
+            };
+            return Some((class(a), class(b)));
+        }
+        Some((
+            Self::for_small_layout(a, align)?,
+            Self::for_small_layout(b, align)?,
+        ))
+    }
+
     /// The class for any layout, or `None` if it must be mapped directly
     /// (too large, or aligned beyond what a class can give). `align` must be
     /// a power of two.
@@ -298,6 +327,38 @@ impl core::fmt::Display for ClassName {
 mod tests {
     extern crate std;
     use super::*;
+
+    /// `for_small_pair` gives exactly the classes `for_small_layout` gives
+    /// each size, and `None` exactly when either has none.
+    #[test]
+    fn a_pair_has_the_classes_of_its_two_sizes() {
+        let sizes = (0..=SMALL_LOOKUP_MAX + 9)
+            .step_by(3)
+            .chain([1, 7, 8, 9, SMALL_LOOKUP_MAX]);
+        let sizes: std::vec::Vec<usize> = sizes.collect();
+        for align in [1, 2, 4, 8, 16, 32] {
+            for &a in &sizes {
+                for b in [
+                    1,
+                    8,
+                    24,
+                    200,
+                    4096,
+                    SMALL_LOOKUP_MAX,
+                    SMALL_LOOKUP_MAX + 1,
+                    a,
+                ] {
+                    let expected = SizeClass::for_small_layout(a, align)
+                        .zip(SizeClass::for_small_layout(b, align));
+                    assert_eq!(
+                        SizeClass::for_small_pair(a, b, align),
+                        expected,
+                        "sizes {a} and {b}, align {align}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn table_is_strictly_monotonic_and_ends_at_max() {

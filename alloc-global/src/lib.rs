@@ -144,11 +144,11 @@ unsafe impl GlobalAlloc for SheafAlloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let align = layout.align();
         // HOT PATH (a `String` or `Vec` growing through the small classes):
-        // both sizes in the lookup table, each looked up once.
-        if let (Some(old_class), Some(new_class)) = (
-            SizeClass::for_small_layout(layout.size(), align),
-            SizeClass::for_small_layout(new_size, align),
-        ) {
+        // both sizes in the lookup table, each looked up once, with one
+        // bound test for both.
+        if let Some((old_class, new_class)) =
+            SizeClass::for_small_pair(layout.size(), new_size, align)
+        {
             if old_class == new_class {
                 // Same slot size: the object already has room.
                 return ptr;
