@@ -65,23 +65,15 @@ macro_rules! arm {
     };
 }
 
-/// Loads into `{at}` the current CPU's cache from the table `{table}` (a
-/// `sym` operand: [`super::CPU_CACHES`], addressed from `rip` through the
-/// scratch register named by `$scratch`, so the table's address takes no
-/// register of its own). Every entry is a cache (the stopped, empty
-/// `NO_CACHE` for a CPU that has none yet), and the CPU id of every area a
-/// section runs with indexes the table (duty 1 of the sections), so there
-/// is neither a bound nor a null test.
+/// Loads into `{at}` the current CPU's cache from `{table}`. Every entry
+/// is a cache (the stopped, empty `NO_CACHE` for a CPU that has none yet),
+/// and the CPU id of every area a section runs with indexes the table
+/// (duty 1 of the sections), so there is neither a bound nor a null test.
 macro_rules! current_cache {
-    ($scratch:literal) => {
+    () => {
         concat!(
             "mov {at:e}, dword ptr [{rseq} + 4]\n",
-            "lea {",
-            $scratch,
-            "}, [rip + {table}]\n",
-            "mov {at}, qword ptr [{",
-            $scratch,
-            "} + {at}*8]",
+            "mov {at}, qword ptr [{table} + {at}*8]",
         )
     };
 }
@@ -173,14 +165,14 @@ const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1)
 /// # Safety
 ///
 /// 1. `rseq` is the calling thread's registered rseq area, whose CPU id
-///    indexes [`super::CPU_CACHES`] once set (per-CPU mode checked that
-///    every possible CPU id does, and the thread checked that the id was
-///    set), or the stand-in [`super::no_rseq`].
-/// 2. `slot` is a slot's offset ([`super::Slot::offset`]). (Every entry of
-///    the table points to a live `CpuCache`, whose slots always hold valid
-///    sheaves, the empty sheaf when there is none: `CpuCache` invariant.)
+///    indexes `table` once set (per-CPU mode checked that every possible
+///    CPU id does, and the thread checked that the id was set), or the
+///    stand-in [`super::no_rseq`].
+/// 2. `table` is the table of [`super::CPU_CACHES`]: every entry points to
+///    a live `CpuCache`, whose slot at `slot` always holds a valid sheaf
+///    (the empty sheaf when there is none).
 #[inline(always)]
-pub unsafe fn pop(rseq: *mut u8, slot: usize) -> *mut u8 {
+pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize) -> *mut u8 {
     let object: *mut u8;
     // SAFETY: duties 1 and 2: every address the section touches is the
     // rseq area, the table, a live cache and a live sheaf; it writes only
@@ -192,7 +184,7 @@ pub unsafe fn pop(rseq: *mut u8, slot: usize) -> *mut u8 {
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("len"),
+            current_cache!(),
             "mov {at}, qword ptr [{at} + {slot}]",
             "mov {len:e}, dword ptr [{at} + {len_off}]",
             "sub {len:e}, 1",
@@ -203,7 +195,7 @@ pub unsafe fn pop(rseq: *mut u8, slot: usize) -> *mut u8 {
             out_of_line_tail!("object"),
             descriptor!(),
             rseq = in(reg) rseq,
-            table = sym super::CPU_CACHES,
+            table = in(reg) table,
             slot = in(reg) slot,
             object = out(reg) object,
             at = out(reg) _,
@@ -221,16 +213,16 @@ pub unsafe fn pop(rseq: *mut u8, slot: usize) -> *mut u8 {
 /// a miss returns false from the enclosing function. `$extra` are the
 /// operands `$check` adds. Both pushes share everything but the check.
 macro_rules! push_section {
-    ($rseq:expr, $slot:expr, $object:expr, [$($check:literal),+ $(,)?], $($extra:tt)*) => {
+    ($rseq:expr, $table:expr, $slot:expr, $object:expr, [$($check:literal),+ $(,)?], $($extra:tt)*) => {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("len"),
+            current_cache!(),
             $($check,)+
             push_onto_sheaf!("{miss}"),
             out_of_line_abort!(),
             descriptor!(),
             rseq = in(reg) $rseq,
-            table = sym super::CPU_CACHES,
+            table = in(reg) $table,
             slot = in(reg) $slot,
             object = in(reg) $object,
             at = out(reg) _,
@@ -255,13 +247,19 @@ macro_rules! push_section {
 /// 1. and 2. as [`pop`]; `slot` is a main slot (its sheaf's objects have
 ///    the cache's node as home).
 #[inline(always)]
-pub unsafe fn push(rseq: *mut u8, slot: usize, object: *mut u8) -> bool {
+pub unsafe fn push(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    slot: usize,
+    object: *mut u8,
+) -> bool {
     // SAFETY: as in `pop`; the store into the sheaf's array lies above its
     // committed length and below its capacity, inside its storage. A miss
     // leaves the section by a jump to the label (nothing committed).
     unsafe {
         push_section!(
             rseq,
+            table,
             slot,
             object,
             [
@@ -287,11 +285,18 @@ pub unsafe fn push(rseq: *mut u8, slot: usize, object: *mut u8) -> bool {
 ///
 /// 1. and 2. as [`pop`].
 #[inline(always)]
-pub unsafe fn push_batch(rseq: *mut u8, slot: usize, object: *mut u8, home: usize) -> bool {
+pub unsafe fn push_batch(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    slot: usize,
+    object: *mut u8,
+    home: usize,
+) -> bool {
     // SAFETY: as in `push`.
     unsafe {
         push_section!(
             rseq,
+            table,
             slot,
             object,
             [
@@ -319,7 +324,13 @@ pub unsafe fn push_batch(rseq: *mut u8, slot: usize, object: *mut u8, home: usiz
 ///
 /// 1. and 2. as [`pop`]; `main_slot` is a main slot's offset.
 #[inline]
-pub unsafe fn swap_spare(rseq: *mut u8, main_slot: usize, capacity: u32, has: SpareHas) -> bool {
+pub unsafe fn swap_spare(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    main_slot: usize,
+    capacity: u32,
+    has: SpareHas,
+) -> bool {
     // `cmp` then `je` (needs objects: a length of 0 misses) or `jne`.
     macro_rules! section {
         ($miss_if_empty:literal) => {
@@ -331,7 +342,7 @@ pub unsafe fn swap_spare(rseq: *mut u8, main_slot: usize, capacity: u32, has: Sp
             unsafe {
                 core::arch::asm!(
                     arm!("at"),
-                    current_cache!("spare"),
+                    current_cache!(),
                     "cmp byte ptr [{at} + {stopped}], 0",
                     "jne {miss}",
                     "mov {spare}, qword ptr [{at} + {slot} + 8]",
@@ -346,7 +357,7 @@ pub unsafe fn swap_spare(rseq: *mut u8, main_slot: usize, capacity: u32, has: Sp
                     out_of_line_abort!(),
                     descriptor!(),
                     rseq = in(reg) rseq,
-                    table = sym super::CPU_CACHES,
+                    table = in(reg) table,
                     slot = in(reg) main_slot,
                     capacity = in(reg) capacity,
                     at = out(reg) _,

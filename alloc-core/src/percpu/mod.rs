@@ -355,7 +355,7 @@ pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
     {
         // SAFETY: duty 1; the table's entries point to live caches whose
         // slots always hold valid sheaves (CpuCache invariant).
-        let object = unsafe { cs::pop(rseq, Slot::Main.offset(class)) };
+        let object = unsafe { cs::pop(rseq, CPU_CACHES.as_ptr(), Slot::Main.offset(class)) };
         NonNull::new(object).map(NonNull::as_ptr)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -378,7 +378,7 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
         // SAFETY: duty 1, as in `pop`. The section tests the object's home
         // against the cache's node region: an address outside it (another
         // node, or outside the arena) misses, and the slow path sorts it.
-        unsafe { cs::push(rseq, Slot::Main.offset(class), object) }
+        unsafe { cs::push(rseq, CPU_CACHES.as_ptr(), Slot::Main.offset(class), object) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -413,7 +413,15 @@ pub(crate) unsafe fn swap_spare(
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: duty 1, as in `pop`.
-        unsafe { cs::swap_spare(rseq, Slot::Main.offset(class), capacity, has) }
+        unsafe {
+            cs::swap_spare(
+                rseq,
+                CPU_CACHES.as_ptr(),
+                Slot::Main.offset(class),
+                capacity,
+                has,
+            )
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
