@@ -22,7 +22,9 @@ rounds=${2:-3}
 seconds=${3:-4}
 allocators=(sheafalloc snmalloc mimalloc jemalloc)
 bin=target/release
-out=bench/results/profile-$workload.md
+# SHEAFALLOC_PERCPU=off profiles sheafalloc's per-thread mode (the peers
+# ignore it); the report then gets its own name.
+out=bench/results/profile-$workload${SHEAFALLOC_PERCPU:+-percpu-$SHEAFALLOC_PERCPU}.md
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -70,7 +72,7 @@ done
 {
   echo "# CPU per request: $workload"
   echo
-  echo "\`bash bench/profile-per-request.sh $workload $rounds $seconds\`; commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- alloc-core alloc-global bench/src || echo ' (with uncommitted changes)'); $(uname -r); $(nproc) CPUs."
+  echo "\`${SHEAFALLOC_PERCPU:+SHEAFALLOC_PERCPU=$SHEAFALLOC_PERCPU }bash bench/profile-per-request.sh $workload $rounds $seconds\`; commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- alloc-core alloc-global bench/src || echo ' (with uncommitted changes)'); $(uname -r); $(nproc) CPUs."
   echo
   echo "Worker-thread \`cpu-clock\` samples per 1000 requests, medians over $rounds rounds (allocator order rotated each round). Lower is better. \`allocator\`: the allocator's own symbols, and for sheafalloc the code of its fast path inlined into callers (by source file); \`rest\`: the handlers, serde, tokio, hyper."
   echo
