@@ -97,9 +97,7 @@ unsafe impl GlobalAlloc for SheafAlloc {
         // HOT PATH: one size/align check, one table load, a thread-local pop.
         // No atomic RMW, no lock, no call.
         if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
-            if let Ok(Some(object)) = THREAD_CACHE.try_with(|cache| cache.pop(class)) {
-                #[cfg(feature = "checks")]
-                sheafalloc_core::checks::on_alloc(object, class);
+            if let Some(object) = pop_fast(class) {
                 return object;
             }
         }
@@ -111,11 +109,9 @@ unsafe impl GlobalAlloc for SheafAlloc {
         // HOT PATH: the class comes from the layout (no memory read); push
         // onto the main sheaf if the object is local and the sheaf has room.
         if let Some(class) = SizeClass::for_small_layout(layout.size(), layout.align()) {
-            #[cfg(feature = "checks")]
-            sheafalloc_core::checks::on_free(ptr, class);
             // SAFETY: `ptr` was allocated with `layout` (so for `class`)
             // and is no longer used: the caller's `dealloc` contract.
-            if let Ok(true) = THREAD_CACHE.try_with(|cache| unsafe { cache.push(class, ptr) }) {
+            if unsafe { push_fast(ptr, class) } {
                 return;
             }
         }
@@ -196,20 +192,16 @@ impl SheafAlloc {
             // SAFETY: duty 1.
             return unsafe { move_with_memcpy(ptr, layout, new_size) };
         }
-        let Ok(Some(new_ptr)) = THREAD_CACHE.try_with(|cache| cache.pop(new_class)) else {
+        let Some(new_ptr) = pop_fast(new_class) else {
             // SAFETY: duty 1; the classes are the layouts' (duty 2).
             return unsafe { move_small_slow(ptr, old_class, new_class) };
         };
-        #[cfg(feature = "checks")]
-        sheafalloc_core::checks::on_alloc(new_ptr, new_class);
         // SAFETY: distinct live blocks of at least `slot` bytes each (duty
         // 2), `8 <= slot <= 32`.
         unsafe { copy_small(ptr, new_ptr, slot) };
-        #[cfg(feature = "checks")]
-        sheafalloc_core::checks::on_free(ptr, old_class);
         // SAFETY: `ptr` is an object of `old_class` (duty 2) that the caller
         // gave up (duty 1); its bytes are in `new_ptr` now.
-        if let Ok(true) = THREAD_CACHE.try_with(|cache| unsafe { cache.push(old_class, ptr) }) {
+        if unsafe { push_fast(ptr, old_class) } {
             return new_ptr;
         }
         // SAFETY: as above.
@@ -283,6 +275,39 @@ impl SheafAlloc {
         }
         new_ptr
     }
+}
+
+/// HOT PATH (alloc): an object of `class` from the thread's main sheaf
+/// (or, in per-CPU mode, its CPU's), seen by the misuse checks when they
+/// are built; `None` if the sheaf is empty.
+#[inline(always)]
+fn pop_fast(class: SizeClass) -> Option<*mut u8> {
+    let Ok(Some(object)) = THREAD_CACHE.try_with(|cache| cache.pop(class)) else {
+        return None;
+    };
+    #[cfg(feature = "checks")]
+    sheafalloc_core::checks::on_alloc(object, class);
+    Some(object)
+}
+
+/// HOT PATH (free): pushes `ptr` onto the thread's (or CPU's) main sheaf
+/// of `class` if it is local and the sheaf has room; false otherwise, and
+/// the caller frees it by the slow path. The misuse checks, when built, see
+/// the free here, in either case.
+///
+/// # Safety
+///
+/// 1. `ptr` was allocated by this allocator for `class` and is no longer
+///    used.
+#[inline(always)]
+unsafe fn push_fast(ptr: *mut u8, class: SizeClass) -> bool {
+    #[cfg(feature = "checks")]
+    sheafalloc_core::checks::on_free(ptr, class);
+    let pushed = THREAD_CACHE.try_with(|cache| {
+        // SAFETY: duty 1.
+        unsafe { cache.push(class, ptr) }
+    });
+    matches!(pushed, Ok(true))
 }
 
 /// A small move that copies through `memcpy`, out of line so that
