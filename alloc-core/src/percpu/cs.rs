@@ -25,14 +25,27 @@
 //! `rseq_cs` (offset 8); nothing relies on how the kernel rewrites
 //! `cpu_id_start`.
 //!
+//! No section writes one of its input registers: a restart (the kernel
+//! only moves the instruction pointer) starts over from them.
+//!
 //! A store before the commit is harmless if the section restarts: the push
-//! writes the object into the slot above the sheaf's length, which nobody
-//! reads until a committed length covers it.
+//! writes the object into the slot above the main sheaf's length, which
+//! nobody reads until a committed length covers it; the spare swap writes
+//! the outgoing main sheaf's length into its header, which nobody reads
+//! while it is the main sheaf.
+//!
+//! Every section tests the cache's `stopped` mark after reading the CPU id:
+//! a drain marks the cache, runs `membarrier` on the CPU (a section that
+//! passed the test has committed or restarts), and then owns every slot.
+//! The main sheaf's length and capacity live in the class's slots, beside
+//! the pointer ([`super::ClassSlots`]), so a pop or push reads one cache
+//! line of the CPU's cache and the object's line, and never the sheaf's
+//! header.
 
 use core::mem::offset_of;
 use core::sync::atomic::AtomicPtr;
 
-use super::{CpuCache, SpareHas};
+use super::{ClassSlots, CpuCache, SpareHas};
 use crate::sheaf::Sheaf;
 
 const LEN: usize = offset_of!(Sheaf, len);
@@ -42,6 +55,11 @@ const OBJECTS: usize = offset_of!(Sheaf, objects);
 const STOPPED: usize = offset_of!(CpuCache, stopped);
 const NODE_BASE: usize = offset_of!(CpuCache, node_base);
 const NODE_SPAN: usize = offset_of!(CpuCache, node_span);
+/// Offsets in a class's [`ClassSlots`], from its main slot.
+const MAIN_LEN: usize = offset_of!(ClassSlots, len);
+const MAIN_CAPACITY: usize = offset_of!(ClassSlots, capacity);
+const SPARE: usize = offset_of!(ClassSlots, spare);
+const REMOTE: usize = offset_of!(ClassSlots, remote);
 
 // The pieces every section shares, written once. Label roles: `2:` the
 // restart point, `3:` the descriptor, `4:` the first instruction of the
@@ -65,33 +83,19 @@ macro_rules! arm {
     };
 }
 
-/// Loads into `{at}` the current CPU's cache from `{table}`. Every entry
-/// is a cache (the stopped, empty `NO_CACHE` for a CPU that has none yet),
-/// and the CPU id of every area a section runs with indexes the table
-/// (duty 1 of the sections), so there is neither a bound nor a null test.
+/// Loads into `{at}` the current CPU's cache from `{table}`, and goes to
+/// `$miss` if it is stopped. Every entry is a cache (the stopped, empty
+/// `NO_CACHE` for a CPU that has none yet), and the CPU id of every area a
+/// section runs with indexes the table (duty 1 of the sections), so there
+/// is neither a bound nor a null test.
 macro_rules! current_cache {
-    () => {
-        concat!(
-            "mov {at:e}, dword ptr [{rseq} + 4]\n",
-            "mov {at}, qword ptr [{table} + {at}*8]",
-        )
-    };
-}
-
-/// Pushes `{object}` onto the sheaf in `{at}` if it has room (else goes to
-/// `$miss`); the commit is the store of the new length.
-macro_rules! push_onto_sheaf {
     ($miss:literal) => {
         concat!(
-            "mov {len:e}, dword ptr [{at} + {len_off}]\n",
-            "cmp {len:e}, dword ptr [{at} + {capacity_off}]\n",
-            "jae ",
+            "mov {at:e}, dword ptr [{rseq} + 4]\n",
+            "mov {at}, qword ptr [{table} + {at}*8]\n",
+            "cmp byte ptr [{at} + {stopped}], 0\n",
+            "jne ",
             $miss,
-            "\n",
-            "mov qword ptr [{at} + {len}*8 + {objects}], {object}\n",
-            "add {len:e}, 1\n",
-            "mov dword ptr [{at} + {len_off}], {len:e}\n",
-            "5:",
         )
     };
 }
@@ -155,12 +159,14 @@ macro_rules! descriptor {
 
 // The sections read these fields with fixed widths.
 const _: () = assert!(LEN == 0 && CAPACITY == 4);
+const _: () = assert!(MAIN_LEN == 8 && MAIN_CAPACITY == 12 && SPARE == 16 && REMOTE == 24);
+const _: () = assert!(core::mem::size_of::<ClassSlots>() == 32);
 const _: () = assert!(core::mem::size_of::<crate::node::NodeId>() == 2);
 const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1);
 
-/// Pops an object from the sheaf in slot `slot` (a byte offset into
-/// [`CpuCache`]) of the current CPU's cache; null if the CPU has no cache
-/// or the sheaf is empty.
+/// Pops an object from the main sheaf of the class whose main slot is at
+/// `slot` (a byte offset into [`CpuCache`]) of the current CPU's cache;
+/// null if the CPU has no cache, it is stopped, or the sheaf is empty.
 ///
 /// # Safety
 ///
@@ -169,28 +175,32 @@ const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1)
 ///    CPU id does, and the thread checked that the id was set), or the
 ///    stand-in [`super::no_rseq`].
 /// 2. `table` is the table of [`super::CPU_CACHES`]: every entry points to
-///    a live `CpuCache`, whose slot at `slot` always holds a valid sheaf
-///    (the empty sheaf when there is none).
+///    a live `CpuCache` (`CpuCache` invariant: a main slot's length and
+///    capacity are its sheaf's, and the slot always holds a valid sheaf).
 #[inline(always)]
 pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize) -> *mut u8 {
     let object: *mut u8;
     // SAFETY: duties 1 and 2: every address the section touches is the
-    // rseq area, the table, a live cache and a live sheaf; it writes only
-    // `rseq_cs` and, as its commit, the sheaf's length.
+    // rseq area, the table, a live cache and a live sheaf below its
+    // length; it writes only `rseq_cs` and, as its commit, the slot's
+    // length.
     //
-    // Register use is kept to three outputs (`at` walks cpu id, cache,
-    // sheaf) so the inlined copies spill nothing; the abort handler and
-    // the miss path live out of line, so a hit runs straight through.
+    // Register use is kept to three outputs (`at` the cache, `len`,
+    // `object` the sheaf then the object) so the inlined copies spill
+    // nothing; the abort handler and the miss path live out of line, so a
+    // hit runs straight through. The length and the sheaf are read from
+    // the slot independently: the object's load waits for one load, not
+    // a chain through the sheaf's header.
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!(),
-            "mov {at}, qword ptr [{at} + {slot}]",
-            "mov {len:e}, dword ptr [{at} + {len_off}]",
+            current_cache!("7f"),
+            "mov {len:e}, dword ptr [{at} + {slot} + {main_len}]",
             "sub {len:e}, 1",
             "jb 7f",
-            "mov {object}, qword ptr [{at} + {len}*8 + {objects}]",
-            "mov dword ptr [{at} + {len_off}], {len:e}",
+            "mov {object}, qword ptr [{at} + {slot}]",
+            "mov {object}, qword ptr [{object} + {len}*8 + {objects}]",
+            "mov dword ptr [{at} + {slot} + {main_len}], {len:e}",
             "5:",
             out_of_line_tail!("object"),
             descriptor!(),
@@ -200,7 +210,8 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
             object = out(reg) object,
             at = out(reg) _,
             len = out(reg) _,
-            len_off = const LEN,
+            stopped = const STOPPED,
+            main_len = const MAIN_LEN,
             objects = const OBJECTS,
             options(nostack),
         );
@@ -208,39 +219,11 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     object
 }
 
-/// A push section: arm, find the CPU's cache, run `$check` (which leaves
-/// the sheaf to push onto in `{at}`, or jumps to `{miss}`), push, commit;
-/// a miss returns false from the enclosing function. `$extra` are the
-/// operands `$check` adds. Both pushes share everything but the check.
-macro_rules! push_section {
-    ($rseq:expr, $table:expr, $slot:expr, $object:expr, [$($check:literal),+ $(,)?], $($extra:tt)*) => {
-        core::arch::asm!(
-            arm!("at"),
-            current_cache!(),
-            $($check,)+
-            push_onto_sheaf!("{miss}"),
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) $rseq,
-            table = in(reg) $table,
-            slot = in(reg) $slot,
-            object = in(reg) $object,
-            at = out(reg) _,
-            len = out(reg) _,
-            len_off = const LEN,
-            capacity_off = const CAPACITY,
-            objects = const OBJECTS,
-            miss = label { return false; },
-            $($extra)*
-            options(nostack),
-        )
-    };
-}
-
-/// Pushes `object` onto the main sheaf in slot `slot` of the current CPU's
-/// cache if the object's home is that CPU's node (its address lies in the
-/// node's arena region, which the cache records) and the sheaf has room;
-/// false otherwise.
+/// Pushes `object` onto the main sheaf of the class whose main slot is at
+/// `slot` of the current CPU's cache if the object's home is that CPU's
+/// node (its address lies in the node's arena region, which the cache
+/// records), the cache is not stopped and the sheaf has room; false
+/// otherwise.
 ///
 /// # Safety
 ///
@@ -255,31 +238,52 @@ pub unsafe fn push(
 ) -> bool {
     // SAFETY: as in `pop`; the store into the sheaf's array lies above its
     // committed length and below its capacity, inside its storage. A miss
-    // leaves the section by a jump to the label (nothing committed).
+    // leaves the section by a jump to the label (nothing committed). No
+    // input register is written: a restart starts from them.
     unsafe {
-        push_section!(
-            rseq,
-            table,
-            slot,
-            object,
-            [
-                "mov {len}, {object}",
-                "sub {len}, qword ptr [{at} + {node_base}]",
-                "cmp {len}, qword ptr [{at} + {node_span}]",
-                "jae {miss}",
-                "mov {at}, qword ptr [{at} + {slot}]",
-            ],
+        core::arch::asm!(
+            arm!("at"),
+            current_cache!("{miss}"),
+            "mov {len}, {object}",
+            "sub {len}, qword ptr [{at} + {node_base}]",
+            "cmp {len}, qword ptr [{at} + {node_span}]",
+            "jae {miss}",
+            "add {at}, {slot}",
+            "mov {len:e}, dword ptr [{at} + {main_len}]",
+            "cmp {len:e}, dword ptr [{at} + {main_capacity}]",
+            "jae {miss}",
+            "mov {sheaf}, qword ptr [{at}]",
+            "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
+            "add {len:e}, 1",
+            "mov dword ptr [{at} + {main_len}], {len:e}",
+            "5:",
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            slot = in(reg) slot,
+            object = in(reg) object,
+            at = out(reg) _,
+            len = out(reg) _,
+            sheaf = out(reg) _,
+            stopped = const STOPPED,
             node_base = const NODE_BASE,
             node_span = const NODE_SPAN,
+            main_len = const MAIN_LEN,
+            main_capacity = const MAIN_CAPACITY,
+            objects = const OBJECTS,
+            miss = label { return false; },
+            options(nostack),
         );
     }
     true
 }
 
-/// Pushes `object` onto the sheaf in slot `slot` of the current CPU's
-/// cache if that sheaf's objects have home `home` and it has room; false
-/// otherwise. For the remote batches, whose sheaves each hold one other
-/// node's objects.
+/// Pushes `object` onto the remote batch of the class whose main slot is
+/// at `slot` of the current CPU's cache if that batch's objects have home
+/// `home`, the cache is not stopped and the batch has room; false
+/// otherwise. A batch's length and capacity are in its header (batches
+/// hold one other node's objects each, and are off the fast path).
 ///
 /// # Safety
 ///
@@ -292,38 +296,63 @@ pub unsafe fn push_batch(
     object: *mut u8,
     home: usize,
 ) -> bool {
-    // SAFETY: as in `push`.
+    // SAFETY: as in `push`; the commit is the store of the batch's length.
     unsafe {
-        push_section!(
-            rseq,
-            table,
-            slot,
-            object,
-            [
-                "mov {at}, qword ptr [{at} + {slot}]",
-                "movzx {len:e}, word ptr [{at} + {node_off}]",
-                "cmp {len}, {home}",
-                "jne {miss}",
-            ],
+        core::arch::asm!(
+            arm!("at"),
+            current_cache!("{miss}"),
+            "mov {at}, qword ptr [{at} + {slot} + {remote}]",
+            "movzx {len:e}, word ptr [{at} + {node_off}]",
+            "cmp {len}, {home}",
+            "jne {miss}",
+            "mov {len:e}, dword ptr [{at} + {len_off}]",
+            "cmp {len:e}, dword ptr [{at} + {capacity_off}]",
+            "jae {miss}",
+            "mov qword ptr [{at} + {len}*8 + {objects}], {object}",
+            "add {len:e}, 1",
+            "mov dword ptr [{at} + {len_off}], {len:e}",
+            "5:",
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            slot = in(reg) slot,
+            object = in(reg) object,
             home = in(reg) home,
+            at = out(reg) _,
+            len = out(reg) _,
+            stopped = const STOPPED,
+            remote = const REMOTE,
             node_off = const NODE,
+            len_off = const LEN,
+            capacity_off = const CAPACITY,
+            objects = const OBJECTS,
+            miss = label { return false; },
+            options(nostack),
         );
     }
     true
 }
 
-/// Swaps main and spare of the class whose main slot is at `main_slot`
-/// (the spare is the next word), on the current CPU's cache, if the cache
-/// is not stopped, the spare has `capacity` (the cache's: a spare of
-/// another capacity goes through the slow path, which resizes it) and the
-/// spare `has` what the caller needs; true if it did. One section, and its
-/// commit is one 16-byte store of both slots: a spare swap costs one
-/// section instead of two replaces and a park.
+/// Swaps main and spare of the class whose main slot is at `main_slot`, on
+/// the current CPU's cache, if the cache is not stopped, the spare has
+/// `capacity` (the cache's: a spare of another capacity goes through the
+/// slow path, which resizes it) and the spare `has` what the caller needs;
+/// true if it did.
+///
+/// One section, whose commit is one 32-byte store of the class's slots:
+/// the spare, with its header's length and capacity, becomes main; main
+/// becomes the spare, its length and capacity written into its header
+/// first (a store nobody reads while it is main: harmless if the section
+/// restarts); the remote batch is stored back as read. A spare swap costs
+/// one section instead of three replaces.
 ///
 /// # Safety
 ///
 /// 1. and 2. as [`pop`]; `main_slot` is a main slot's offset.
-#[inline]
+/// 3. The CPU has AVX, and the OS saves its registers (`super::has_avx`).
+#[inline(never)]
+#[target_feature(enable = "avx")]
 pub unsafe fn swap_spare(
     rseq: *mut u8,
     table: *const AtomicPtr<CpuCache>,
@@ -335,25 +364,39 @@ pub unsafe fn swap_spare(
     macro_rules! section {
         ($miss_if_empty:literal) => {
             // SAFETY: as in `pop`: the addresses are the rseq area, the
-            // table, a live cache and the live sheaf in its spare slot; the
-            // only store is the commit, both slots at once (16-byte
-            // aligned: `MainAndSpare`), each slot getting a valid sheaf the
-            // other held.
+            // table, a live cache, the live sheaf in its spare slot and the
+            // live sheaf in its main slot; the stores are the outgoing main
+            // sheaf's header (skipped for the empty sheaf, whose capacity
+            // is 0: it is never written) and the commit, each slot getting
+            // a valid sheaf the other held, with its length and capacity.
+            // Nothing in this function (out of line, no vector code) keeps
+            // a value in a vector register across the section, whose
+            // `vzeroupper` clears every register's upper half: the callers'
+            // are caller-saved.
             unsafe {
                 core::arch::asm!(
                     arm!("at"),
-                    current_cache!(),
-                    "cmp byte ptr [{at} + {stopped}], 0",
-                    "jne {miss}",
-                    "mov {spare}, qword ptr [{at} + {slot} + 8]",
+                    current_cache!("{miss}"),
+                    "add {at}, {slot}",
+                    "mov {spare}, qword ptr [{at} + {spare_off}]",
                     "cmp dword ptr [{spare} + {capacity_off}], {capacity:e}",
                     "jne {miss}",
                     "cmp dword ptr [{spare} + {len_off}], 0",
                     $miss_if_empty,
-                    "movdqu {pair}, xmmword ptr [{at} + {slot}]",
-                    "pshufd {pair}, {pair}, 0x4E",
-                    "movdqu xmmword ptr [{at} + {slot}], {pair}",
+                    "mov {main}, qword ptr [{at}]",
+                    "mov {main_len_capacity}, qword ptr [{at} + {main_len}]",
+                    "vmovq xmm0, {spare}",
+                    "vpinsrq xmm0, xmm0, qword ptr [{spare} + {len_off}], 1",
+                    "vmovq xmm1, {main}",
+                    "vpinsrq xmm1, xmm1, qword ptr [{at} + {remote_off}], 1",
+                    "vinsertf128 ymm0, ymm0, xmm1, 1",
+                    "cmp dword ptr [{at} + {main_capacity}], 0",
+                    "je 9f",
+                    "mov qword ptr [{main} + {len_off}], {main_len_capacity}",
+                    "9:",
+                    "vmovdqu ymmword ptr [{at}], ymm0",
                     "5:",
+                    "vzeroupper",
                     out_of_line_abort!(),
                     descriptor!(),
                     rseq = in(reg) rseq,
@@ -362,11 +405,24 @@ pub unsafe fn swap_spare(
                     capacity = in(reg) capacity,
                     at = out(reg) _,
                     spare = out(reg) _,
-                    pair = out(xmm_reg) _,
+                    main = out(reg) _,
+                    main_len_capacity = out(reg) _,
+                    out("ymm0") _,
+                    out("ymm1") _,
                     stopped = const STOPPED,
+                    spare_off = const SPARE,
+                    remote_off = const REMOTE,
+                    main_len = const MAIN_LEN,
+                    main_capacity = const MAIN_CAPACITY,
                     len_off = const LEN,
                     capacity_off = const CAPACITY,
-                    miss = label { return false; },
+                    miss = label {
+                        // SAFETY: clears upper halves nothing uses; a miss
+                        // may follow `vinsertf128` only through a restart,
+                        // which repeats the tests first.
+                        unsafe { core::arch::asm!("vzeroupper", options(nomem, nostack)) };
+                        return false;
+                    },
                     options(nostack),
                 );
             }
@@ -379,15 +435,16 @@ pub unsafe fn swap_spare(
     true
 }
 
-/// Replaces the sheaf in slot `slot` of CPU `cpu`'s cache with `new` if the
-/// caller runs on `cpu`, the cache is not stopped, and the slot holds
-/// `expected`; true if it did. Whoever replaces a sheaf owns it from then
-/// on: no other section can still be using it (they ran on this CPU, so
-/// they restarted, and a drain stops the cache first).
+/// Replaces the sheaf in the spare or remote slot at `slot` of CPU `cpu`'s
+/// cache with `new` if the caller runs on `cpu`, the cache is not stopped,
+/// and the slot holds `expected`; true if it did. Whoever replaces a sheaf
+/// owns it from then on: no other section can still be using it (they ran
+/// on this CPU, so they restarted, and a drain stops the cache first).
 ///
 /// # Safety
 ///
-/// 1. and 2. as [`pop`]; `cpu < MAX_CPUS`.
+/// 1. and 2. as [`pop`]; `cpu < MAX_CPUS`; `slot` is a spare or remote
+///    slot.
 /// 3. `new` is a valid sheaf the caller owns and gives to the slot on
 ///    success.
 #[inline(never)]
@@ -435,4 +492,73 @@ pub unsafe fn replace(
         );
     }
     ok != 0
+}
+
+/// Replaces the main sheaf at `slot` of CPU `cpu`'s cache with `new`, whose
+/// length and capacity are `new_len_capacity` (length in the low half), if
+/// the caller runs on `cpu`, the cache is not stopped, and the slot holds
+/// `expected`. On success returns the slot's length and capacity at the
+/// commit (the replaced sheaf's, to write into its header: its owner is
+/// now the caller); `None` otherwise.
+///
+/// # Safety
+///
+/// As [`replace`], for a main slot; `new_len_capacity` are `new`'s.
+#[inline(never)]
+pub unsafe fn replace_main(
+    rseq: *mut u8,
+    table: *const AtomicPtr<CpuCache>,
+    cpu: u32,
+    slot: usize,
+    expected: *mut Sheaf,
+    new: *mut Sheaf,
+    new_len_capacity: u64,
+) -> Option<u64> {
+    let ok: u32;
+    let old: u64;
+    // SAFETY: as in `replace`; the commit is one 16-byte store of the
+    // sheaf, its length and its capacity (16-byte aligned: `ClassSlots`).
+    unsafe {
+        core::arch::asm!(
+            arm!("tmp"),
+            "mov {tmp:e}, dword ptr [{rseq} + 4]",
+            "cmp {tmp:e}, {want:e}",
+            "jne 7f",
+            "mov {cache}, qword ptr [{table} + {tmp}*8]",
+            "cmp byte ptr [{cache} + {stopped}], 0",
+            "jne 7f",
+            "cmp qword ptr [{cache} + {slot}], {expected}",
+            "jne 7f",
+            "mov {old}, qword ptr [{cache} + {slot} + {main_len}]",
+            "movq {value}, {new}",
+            "movq {high}, {len_capacity}",
+            "punpcklqdq {value}, {high}",
+            "movdqa xmmword ptr [{cache} + {slot}], {value}",
+            "5:",
+            "mov {ok:e}, 1",
+            "jmp 8f",
+            abort_handler!(),
+            "7:",
+            "xor {ok:e}, {ok:e}",
+            "8:",
+            descriptor!(),
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            want = in(reg) cpu,
+            slot = in(reg) slot,
+            expected = in(reg) expected,
+            new = in(reg) new,
+            len_capacity = in(reg) new_len_capacity,
+            ok = out(reg) ok,
+            old = out(reg) old,
+            tmp = out(reg) _,
+            cache = out(reg) _,
+            value = out(xmm_reg) _,
+            high = out(xmm_reg) _,
+            stopped = const STOPPED,
+            main_len = const MAIN_LEN,
+            options(nostack),
+        );
+    }
+    (ok != 0).then_some(old)
 }

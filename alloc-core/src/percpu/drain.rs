@@ -3,17 +3,16 @@
 //! topology moved to another node.
 //!
 //! 1. Mark the cache stopped (one drainer at a time: a compare-and-swap).
-//!    Replace sections check the mark, so from the next step on nobody
-//!    installs or detaches a sheaf there.
+//!    Every section tests the mark after reading the CPU id, and misses
+//!    when it is set.
 //! 2. `membarrier(PRIVATE_EXPEDITED_RSEQ, CPU)`: every section running on
-//!    that CPU restarts; one that passed the check before the mark has
-//!    finished by now.
-//! 3. Swap every slot (of one class, or all) for the empty sheaf.
-//! 4. `membarrier` again: a pop or push that read a slot before the swap
-//!    has committed (or restarted, and then finds the empty sheaf). The
-//!    swapped-out sheaves now belong to the drainer, with their final
-//!    lengths.
-//! 5. Clear the mark; send the sheaves away through the exchange protocol
+//!    that CPU restarts (and then misses), and one that passed the test
+//!    before the mark has committed by now. From here on nothing but the
+//!    drainer writes the cache's slots.
+//! 3. Take every slot (of one class, or all): write the main sheaf's
+//!    length and capacity from its slot into its header, and leave the
+//!    empty sheaf in every slot.
+//! 4. Clear the mark; send the sheaves away through the exchange protocol
 //!    (main and spare to the CPU's node, remote batches home).
 
 use core::ptr::NonNull;
@@ -73,23 +72,37 @@ fn drain_cache(
     }
     os::membarrier_rseq_cpu(cpu);
     let node = cache.node();
-    // The swapped-out sheaves, per class: main, spare, remote.
+    // The taken sheaves, per class: main, spare, remote.
     let mut detached = [[empty_sheaf(); 3]; crate::size_class::NUM_CLASSES];
     for (each, out) in SizeClass::all().zip(detached.iter_mut()) {
         if class.is_some_and(|only| only != each) {
             continue;
         }
-        let class = each;
-        for (slot, sheaf) in [Slot::Main, Slot::Spare, Slot::Remote]
-            .into_iter()
-            .zip(out.iter_mut())
-        {
-            *sheaf = cache
-                .slot(slot, class)
-                .swap(empty_sheaf(), Ordering::AcqRel);
+        let slots = cache.class(each);
+        let main = cache
+            .slot(Slot::Main, each)
+            .swap(empty_sheaf(), Ordering::AcqRel);
+        let len = slots.len.swap(0, Ordering::AcqRel);
+        let capacity = slots.capacity.swap(0, Ordering::AcqRel);
+        if main != empty_sheaf() {
+            // SAFETY: past the membarrier the slots are the drainer's, and
+            // so is the sheaf it took from main (a valid sheaf: CpuCache
+            // invariant), whose header gets its length and capacity back.
+            unsafe {
+                (*main).len = len;
+                (*main).capacity = capacity;
+            }
         }
+        *out = [
+            main,
+            cache
+                .slot(Slot::Spare, each)
+                .swap(empty_sheaf(), Ordering::AcqRel),
+            cache
+                .slot(Slot::Remote, each)
+                .swap(empty_sheaf(), Ordering::AcqRel),
+        ];
     }
-    os::membarrier_rseq_cpu(cpu);
     if let Some(new_node) = new_node {
         cache.set_node(new_node);
     }
@@ -100,8 +113,7 @@ fn drain_cache(
         for sheaf in [main, spare] {
             if sheaf != empty_sheaf() {
                 if let Some(sheaf) = NonNull::new(sheaf) {
-                    // Swapped out of the slot and past the second
-                    // membarrier: ours. A drain after a lower capacity
+                    // Taken from its slot past the membarrier: ours. A drain after a lower capacity
                     // trims it here, so the barn never keeps the excess.
                     slow::sync_capacity(&depot, sheaf);
                     // SAFETY: ours (above); its objects' home is its node.

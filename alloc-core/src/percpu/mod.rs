@@ -42,7 +42,7 @@ mod slow;
 use core::cell::UnsafeCell;
 use core::mem::offset_of;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use crate::node::NodeId;
 use crate::os;
@@ -56,20 +56,17 @@ pub use slow::{alloc_slow, free_slow};
 /// One CPU's sheaves.
 ///
 /// Invariants: every slot holds a valid sheaf: [`empty_sheaf`] or a sheaf
-/// of the slot's class owned by the slot; main and spare sheaves hold
-/// objects whose home is `node`; a remote batch holds objects whose home is
-/// its own `node`. Slots change only in a restartable section running on
-/// this CPU (`cs::replace`, refused while `stopped`), or in a drain
-/// (`drain.rs`) while `stopped`.
-///
-/// A class's main and spare slots are one aligned 16-byte pair, so one
-/// store can swap them (`cs::swap_spare`).
-#[repr(C, align(16))]
+/// of the slot's class owned by the slot; a main slot's `len` and
+/// `capacity` are its sheaf's (0 and 0 for the empty sheaf), and that
+/// sheaf's header holds stale values until it leaves the slot, when they
+/// are written back; a spare's or remote batch's header is its own. Main
+/// and spare sheaves hold objects whose home is `node`; a remote batch
+/// holds objects whose home is its own `node`. Slots change only in a
+/// restartable section running on this CPU that found the cache not
+/// stopped (`cs.rs`), or in a drain (`drain.rs`) while `stopped`.
+#[repr(C, align(64))]
 pub struct CpuCache {
-    /// Per class: `[main, spare]`.
-    pairs: [MainAndSpare; NUM_CLASSES],
-    remote: [AtomicPtr<Sheaf>; NUM_CLASSES],
-    /// Nonzero while a drain empties the cache.
+    /// Nonzero while a drain empties the cache: every section misses.
     pub(crate) stopped: AtomicU8,
     /// The node whose objects the main and spare sheaves hold (a drain
     /// changes it, when the topology moved the CPU to another node).
@@ -78,13 +75,36 @@ pub struct CpuCache {
     /// push section's home test (span 0: every push misses).
     pub(crate) node_base: AtomicUsize,
     pub(crate) node_span: AtomicUsize,
+    classes: [ClassSlots; NUM_CLASSES],
 }
 
-/// A class's main and spare slots, in that order, 16-byte aligned.
-#[repr(C, align(16))]
-struct MainAndSpare([AtomicPtr<Sheaf>; 2]);
+/// One class's slots in a CPU's cache, 32 bytes and 32-aligned: the main
+/// sheaf with its length and capacity beside it (so a pop or push reads
+/// this record and the object, never the sheaf's header), the spare and
+/// the remote batch. The spare swap commits the whole record with one
+/// 32-byte store (`cs::swap_spare`); the main sheaf is replaced, with its
+/// length and capacity, by one 16-byte store (`cs::replace_main`).
+#[repr(C, align(32))]
+pub(crate) struct ClassSlots {
+    main: AtomicPtr<Sheaf>,
+    pub(crate) len: AtomicU32,
+    pub(crate) capacity: AtomicU32,
+    spare: AtomicPtr<Sheaf>,
+    remote: AtomicPtr<Sheaf>,
+}
 
-const _: () = assert!(core::mem::size_of::<MainAndSpare>() == 16);
+impl ClassSlots {
+    /// Every slot the empty sheaf.
+    const fn empty() -> Self {
+        Self {
+            main: AtomicPtr::new(empty_sheaf()),
+            len: AtomicU32::new(0),
+            capacity: AtomicU32::new(0),
+            spare: AtomicPtr::new(empty_sheaf()),
+            remote: AtomicPtr::new(empty_sheaf()),
+        }
+    }
+}
 
 /// Which slot of a class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,30 +118,31 @@ impl Slot {
     /// Byte offset of the slot of `class` in a [`CpuCache`].
     #[inline(always)]
     pub(crate) fn offset(self, class: SizeClass) -> usize {
-        const PAIR: usize = core::mem::size_of::<MainAndSpare>();
-        const SLOT: usize = core::mem::size_of::<AtomicPtr<Sheaf>>();
-        let index = class.index();
-        // Cannot wrap: `class.index() < NUM_CLASSES`; the arrays are 97
-        // pairs and 97 pointers.
-        let pair = offset_of!(CpuCache, pairs).wrapping_add(index.wrapping_mul(PAIR));
-        match self {
-            Slot::Main => pair,
-            Slot::Spare => pair.wrapping_add(SLOT),
-            Slot::Remote => offset_of!(CpuCache, remote).wrapping_add(index.wrapping_mul(SLOT)),
-        }
+        const RECORD: usize = core::mem::size_of::<ClassSlots>();
+        // Cannot wrap: `class.index() < NUM_CLASSES`, the array's length.
+        let record = offset_of!(CpuCache, classes).wrapping_add(class.index().wrapping_mul(RECORD));
+        record.wrapping_add(match self {
+            Slot::Main => offset_of!(ClassSlots, main),
+            Slot::Spare => offset_of!(ClassSlots, spare),
+            Slot::Remote => offset_of!(ClassSlots, remote),
+        })
     }
 }
 
 impl CpuCache {
+    /// The slots of `class`.
+    pub(crate) fn class(&self, class: SizeClass) -> &ClassSlots {
+        // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+        unsafe { self.classes.get_unchecked(class.index()) }
+    }
+
     /// The slot of `class`.
     pub(crate) fn slot(&self, slot: Slot, class: SizeClass) -> &AtomicPtr<Sheaf> {
-        // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
-        unsafe {
-            match slot {
-                Slot::Main => &self.pairs.get_unchecked(class.index()).0[0],
-                Slot::Spare => &self.pairs.get_unchecked(class.index()).0[1],
-                Slot::Remote => self.remote.get_unchecked(class.index()),
-            }
+        let slots = self.class(class);
+        match slot {
+            Slot::Main => &slots.main,
+            Slot::Spare => &slots.spare,
+            Slot::Remote => &slots.remote,
         }
     }
 
@@ -161,17 +182,15 @@ pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; TABLE_LEN] =
     [const { AtomicPtr::new(ptr::addr_of!(NO_CACHE).cast_mut()) }; TABLE_LEN];
 
 /// What a CPU without a cache of its own has, so the sections follow a
-/// table entry without a null test: stopped (no replace section installs
-/// a sheaf in it), every slot the empty sheaf (pops and batch pushes
-/// miss) and a node span of 0 (main pushes miss). Never written.
+/// table entry without a null test: stopped (every section misses, and
+/// none installs a sheaf in it), every slot the empty sheaf, and a node
+/// span of 0. Never written.
 static NO_CACHE: CpuCache = CpuCache {
-    pairs: [const { MainAndSpare([AtomicPtr::new(empty_sheaf()), AtomicPtr::new(empty_sheaf())]) };
-        NUM_CLASSES],
-    remote: [const { AtomicPtr::new(empty_sheaf()) }; NUM_CLASSES],
     stopped: AtomicU8::new(1),
     node: AtomicU8::new(0),
     node_base: AtomicUsize::new(0),
     node_span: AtomicUsize::new(0),
+    classes: [const { ClassSlots::empty() }; NUM_CLASSES],
 };
 
 fn no_cache() -> *mut CpuCache {
@@ -282,6 +301,7 @@ pub fn fallback_reason() -> Option<&'static str> {
         3 => Some("membarrier(PRIVATE_EXPEDITED_RSEQ) unavailable"),
         5 => Some("simulated nodes given to threads round-robin (more nodes than CPUs)"),
         6 => Some("possible CPU ids unknown, or above 1024"),
+        7 => Some("no AVX (the spare swap commits 32 bytes in one store)"),
         _ => Some("not x86-64"),
     }
 }
@@ -302,6 +322,8 @@ pub(crate) fn init() {
         5
     } else if !cfg!(target_arch = "x86_64") {
         4
+    } else if !has_avx() {
+        7
     } else if os::possible_cpu_ids().is_none_or(|ids| ids > MAX_CPUS) {
         6
     } else if !os::rseq_available() {
@@ -412,7 +434,10 @@ pub(crate) unsafe fn swap_spare(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: duty 1, as in `pop`.
+        if !has_avx() {
+            return false;
+        }
+        // SAFETY: duty 1, as in `pop`; the CPU has AVX (just tested).
         unsafe {
             cs::swap_spare(
                 rseq,
@@ -426,6 +451,48 @@ pub(crate) unsafe fn swap_spare(
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (rseq, class, capacity, has);
+        false
+    }
+}
+
+/// Whether the CPU has AVX and the OS saves its registers (CPUID leaf 1:
+/// OSXSAVE and AVX; XCR0: the SSE and AVX state), which the spare swap's
+/// 32-byte commit needs. Per-CPU mode requires it.
+pub(crate) fn has_avx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        const UNKNOWN: u8 = 0;
+        const YES: u8 = 1;
+        const NO: u8 = 2;
+        static AVX: AtomicU8 = AtomicU8::new(UNKNOWN);
+        match AVX.load(Ordering::Relaxed) {
+            YES => return true,
+            NO => return false,
+            _ => {}
+        }
+        // CPUID leaf 1 exists on every x86-64 CPU.
+        let ecx = core::arch::x86_64::__cpuid(1).ecx;
+        let (osxsave, avx) = (ecx & (1 << 27) != 0, ecx & (1 << 28) != 0);
+        let yes = osxsave && avx && {
+            let xcr0: u32;
+            // SAFETY: `xgetbv` with ECX = 0 reads XCR0; OSXSAVE says the OS
+            // enabled it. It touches no memory.
+            unsafe {
+                core::arch::asm!(
+                    "xgetbv",
+                    in("ecx") 0u32,
+                    out("eax") xcr0,
+                    out("edx") _,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+            xcr0 & 0b110 == 0b110
+        };
+        AVX.store(if yes { YES } else { NO }, Ordering::Relaxed);
+        yes
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
         false
     }
 }
@@ -447,13 +514,11 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
     // integers: writing each initialises it.
     unsafe {
         for class in SizeClass::all() {
-            for slot in [Slot::Main, Slot::Spare, Slot::Remote] {
-                let field = block
-                    .as_ptr()
-                    .add(slot.offset(class))
-                    .cast::<AtomicPtr<Sheaf>>();
-                field.write(AtomicPtr::new(empty_sheaf()));
-            }
+            let slots = block
+                .as_ptr()
+                .add(Slot::Main.offset(class))
+                .cast::<ClassSlots>();
+            slots.write(ClassSlots::empty());
         }
         ptr::addr_of_mut!((*cache).stopped).write(AtomicU8::new(0));
         ptr::addr_of_mut!((*cache).node).write(AtomicU8::new(0));
@@ -481,19 +546,13 @@ pub(crate) fn view(class: SizeClass) -> (u64, u32, u32) {
         let Some(cache) = published(cpu) else {
             continue;
         };
-        let sheaf = cache.slot(Slot::Main, class).load(Ordering::Acquire);
-        if sheaf == empty_sheaf() {
+        let slots = cache.class(class);
+        if slots.main.load(Ordering::Acquire) == empty_sheaf() {
             continue;
         }
-        // SAFETY: a slot's sheaf stays allocated (sheaves are never
-        // unmapped); `len` and `capacity` are aligned words the owning
-        // CPU's sections write whole, read here as racy snapshots.
-        let (len, capacity) = unsafe {
-            (
-                core::ptr::read_volatile(ptr::addr_of!((*sheaf).len)),
-                core::ptr::read_volatile(ptr::addr_of!((*sheaf).capacity)),
-            )
-        };
+        // Racy snapshots of words the owning CPU's sections write whole.
+        let len = slots.len.load(Ordering::Relaxed);
+        let capacity = slots.capacity.load(Ordering::Relaxed);
         objects = objects.saturating_add(u64::from(len));
         min = min.min(capacity);
         max = max.max(capacity);
@@ -518,9 +577,8 @@ pub fn current_main_capacity(class: SizeClass) -> u32 {
     let Some(cache) = os::current_cpu_fast().and_then(|cpu| published(cpu as usize)) else {
         return 0;
     };
-    let sheaf = cache.slot(Slot::Main, class).load(Ordering::Acquire);
-    // SAFETY: a slot's sheaf stays allocated; racy snapshot of a word.
-    unsafe { core::ptr::read_volatile(ptr::addr_of!((*sheaf).capacity)) }
+    // A racy snapshot of a word the CPU's sections write whole.
+    cache.class(class).capacity.load(Ordering::Relaxed)
 }
 
 /// CPUs with a cache.

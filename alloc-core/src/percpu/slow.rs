@@ -66,23 +66,49 @@ impl Here<'_> {
     }
 
     /// Replaces `expected` with `new` in `slot`; true if the caller now
-    /// owns `expected` (and the slot owns `new`).
+    /// owns `expected` (and the slot owns `new`). A main sheaf taken out
+    /// gets its length and capacity back from the slot into its header.
     fn replace(&self, slot: Slot, expected: *mut Sheaf, new: *mut Sheaf) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: `rseq` is the thread's area (the callers' duty),
-            // `cpu < MAX_CPUS` (it has a cache), and `new` is a valid sheaf
-            // the caller owns (or the empty sheaf).
-            unsafe {
-                super::cs::replace(
+            let table = super::CPU_CACHES.as_ptr();
+            let offset = slot.offset(self.class);
+            if slot != Slot::Main {
+                // SAFETY: `rseq` is the thread's area (the callers' duty),
+                // `cpu < MAX_CPUS` (it has a cache), and `new` is a valid
+                // sheaf the caller owns (or the empty sheaf).
+                return unsafe {
+                    super::cs::replace(self.rseq, table, self.cpu, offset, expected, new)
+                };
+            }
+            // SAFETY: `new` is the caller's (or the empty sheaf, whose
+            // header reads 0 and 0): its header is its own.
+            let new_len_capacity =
+                unsafe { u64::from((*new).len) | u64::from((*new).capacity) << 32 };
+            // SAFETY: as above, for the main slot, with `new`'s length and
+            // capacity.
+            let old = unsafe {
+                super::cs::replace_main(
                     self.rseq,
-                    super::CPU_CACHES.as_ptr(),
+                    table,
                     self.cpu,
-                    slot.offset(self.class),
+                    offset,
                     expected,
                     new,
+                    new_len_capacity,
                 )
+            };
+            let Some(old) = old else {
+                return false;
+            };
+            if let Some(owned) = real(expected) {
+                // SAFETY: taken out of the slot by the commit: ours.
+                unsafe {
+                    (*owned.as_ptr()).len = old as u32;
+                    (*owned.as_ptr()).capacity = (old >> 32) as u32;
+                }
             }
+            true
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
