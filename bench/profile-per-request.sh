@@ -6,7 +6,8 @@
 #   `cargo build --release -p sheafalloc-bench`)
 #
 # Each round runs `target/release/wl-ALLOCATOR WORKLOAD --seconds S` for
-# sheafalloc, snmalloc, mimalloc and jemalloc under
+# sheafalloc (per-CPU sheaves; and per-thread, as sheafalloc-per-thread),
+# snmalloc, mimalloc and jemalloc under
 # `perf record -e cpu-clock` (the order rotated by one each round), and
 # divides the server's worker samples by the requests it served in that
 # run. Throughput on this host moves with where the vCPUs are; CPU samples
@@ -20,17 +21,20 @@ cd "$(dirname "$0")/.."
 workload=${1:-http-catalog}
 rounds=${2:-3}
 seconds=${3:-4}
-allocators=(sheafalloc snmalloc mimalloc jemalloc)
+# `sheafalloc-per-thread` is wl-sheafalloc with SHEAFALLOC_PERCPU=off: its
+# per-thread sheaves, measured in the same rounds as its default per-CPU
+# sheaves, so the two modes are compared in one host state.
+allocators=(sheafalloc sheafalloc-per-thread snmalloc mimalloc jemalloc)
 bin=target/release
-# SHEAFALLOC_PERCPU=off profiles sheafalloc's per-thread mode (the peers
-# ignore it); the report then gets its own name.
-out=bench/results/profile-$workload${SHEAFALLOC_PERCPU:+-percpu-$SHEAFALLOC_PERCPU}.md
+out=bench/results/profile-$workload.md
+binary() { echo "$bin/wl-${1%-per-thread}"; }
+mode_env() { if [ "$1" = sheafalloc-per-thread ]; then echo SHEAFALLOC_PERCPU=off; else echo SHEAFALLOC_PERCPU=on; fi; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 command -v perf >/dev/null || { echo "perf not found (apt-get install linux-perf)" >&2; exit 2; }
 for a in "${allocators[@]}"; do
-  [ -x "$bin/wl-$a" ] || { echo "$bin/wl-$a missing: cargo build --release -p sheafalloc-bench" >&2; exit 2; }
+  [ -x "$(binary "$a")" ] || { echo "$(binary "$a") missing: cargo build --release -p sheafalloc-bench" >&2; exit 2; }
 done
 
 # classify DATA OPS KEYS: prints "worker kernel memcpy allocator rest" per
@@ -57,13 +61,13 @@ rows=$tmp/rows
 for ((r = 0; r < rounds; r++)); do
   for ((i = 0; i < ${#allocators[@]}; i++)); do
     a=${allocators[$(((i + r) % ${#allocators[@]}))]}
-    result=$(perf record -q -e cpu-clock -o "$tmp/perf.data" "$bin/wl-$a" "$workload" \
+    result=$(env "$(mode_env "$a")" perf record -q -e cpu-clock -o "$tmp/perf.data" "$(binary "$a")" "$workload" \
       --seconds "$seconds" 2>/dev/null | grep '^result ')
     field() { echo "$result" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
     ops=$(field operations)
     rtt=$(field rtt_ns)
     keys=sym
-    [ "$a" = sheafalloc ] && keys=sym,srcfile
+    [ "${a%-per-thread}" = sheafalloc ] && keys=sym,srcfile
     split=$(classify "$tmp/perf.data" "$ops" "$keys")
     echo "$((r + 1)) $a $((ops / seconds)) ${rtt:-0} $split" | tee -a "$rows" >&2
   done
@@ -72,7 +76,7 @@ done
 {
   echo "# CPU per request: $workload"
   echo
-  echo "\`${SHEAFALLOC_PERCPU:+SHEAFALLOC_PERCPU=$SHEAFALLOC_PERCPU }bash bench/profile-per-request.sh $workload $rounds $seconds\`; commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- alloc-core alloc-global bench/src || echo ' (with uncommitted changes)'); $(uname -r); $(nproc) CPUs."
+  echo "\`bash bench/profile-per-request.sh $workload $rounds $seconds\`; commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- alloc-core alloc-global bench/src || echo ' (with uncommitted changes)'); $(uname -r); $(nproc) CPUs."
   echo
   echo "Worker-thread \`cpu-clock\` samples per 1000 requests, medians over $rounds rounds (allocator order rotated each round). Lower is better. \`allocator\`: the allocator's own symbols, and for sheafalloc the code of its fast path inlined into callers (by source file); \`rest\`: the handlers, serde, tokio, hyper."
   echo

@@ -14,7 +14,8 @@
 //!
 //! Where glibc registered an rseq area for the process (glibc ≥ 2.35 on
 //! Linux, unless `GLIBC_TUNABLES=glibc.pthread.rseq=0`; not under valgrind
-//! or rr), on x86-64, when the kernel offers
+//! or rr), on x86-64 with AVX (the spare swap's 32-byte commit), when the
+//! kernel offers
 //! `membarrier(PRIVATE_EXPEDITED_RSEQ)` (needed to drain another CPU's
 //! sheaves), when every possible CPU id is below `MAX_CPUS`
 //! (`/sys/devices/system/cpu/possible`: the sections index the CPU table
@@ -26,13 +27,13 @@
 //!
 //! Exchanges (`slow.rs`) detach and install sheaves with a critical
 //! section that replaces one slot if it still holds the sheaf the caller
-//! saw; the caller owns what it replaced. Another thread (purge, the slab
+//! saw; the caller owns what it replaced (a main sheaf with its length and
+//! capacity, which live in the slot while it is main, written back). Another thread (purge, the slab
 //! decay, the auto-tuner lowering a capacity) empties a CPU's cache with
-//! [`drain`]: it marks the cache stopped (replace sections refuse),
-//! restarts every section on that CPU with `membarrier`, swaps every slot
-//! for the empty sheaf, restarts them once more (a pop or push that read a
-//! slot before the swap commits before this returns), and then owns the
-//! sheaves it swapped out.
+//! [`drain`]: it marks the cache stopped (every section misses), restarts
+//! every section on that CPU with `membarrier` (one that passed the test
+//! has committed), and then owns the slots: it takes their sheaves and
+//! leaves the empty sheaf.
 
 #[cfg(target_arch = "x86_64")]
 mod cs;
