@@ -435,6 +435,44 @@ pub unsafe fn swap_spare(
     true
 }
 
+/// The checks of a replace section: armed, on CPU `{want}`, its cache
+/// (into `{cache}`) not stopped, and the slot at `{slot}` holding
+/// `{expected}`; any failure goes to `7:`.
+macro_rules! replace_checks {
+    () => {
+        concat!(
+            arm!("tmp"),
+            "\n",
+            "mov {tmp:e}, dword ptr [{rseq} + 4]\n",
+            "cmp {tmp:e}, {want:e}\n",
+            "jne 7f\n",
+            "mov {cache}, qword ptr [{table} + {tmp}*8]\n",
+            "cmp byte ptr [{cache} + {stopped}], 0\n",
+            "jne 7f\n",
+            "cmp qword ptr [{cache} + {slot}], {expected}\n",
+            "jne 7f",
+        )
+    };
+}
+
+/// The tail of a replace section after its commit: `{ok}` 1 on the way
+/// out, 0 from `7:`; the abort handler and the descriptor.
+macro_rules! replace_tail {
+    () => {
+        concat!(
+            "5:\n",
+            "mov {ok:e}, 1\n",
+            "jmp 8f\n",
+            abort_handler!(),
+            "\n",
+            "7:\n",
+            "xor {ok:e}, {ok:e}\n",
+            "8:\n",
+            descriptor!(),
+        )
+    };
+}
+
 /// Replaces the sheaf in the spare or remote slot at `slot` of CPU `cpu`'s
 /// cache with `new` if the caller runs on `cpu`, the cache is not stopped,
 /// and the slot holds `expected`; true if it did. Whoever replaces a sheaf
@@ -460,24 +498,9 @@ pub unsafe fn replace(
     // SAFETY: as in `pop`; the commit is the store of `new` into the slot.
     unsafe {
         core::arch::asm!(
-            arm!("tmp"),
-            "mov {tmp:e}, dword ptr [{rseq} + 4]",
-            "cmp {tmp:e}, {want:e}",
-            "jne 7f",
-            "mov {cache}, qword ptr [{table} + {tmp}*8]",
-            "cmp byte ptr [{cache} + {stopped}], 0",
-            "jne 7f",
-            "cmp qword ptr [{cache} + {slot}], {expected}",
-            "jne 7f",
+            replace_checks!(),
             "mov qword ptr [{cache} + {slot}], {new}",
-            "5:",
-            "mov {ok:e}, 1",
-            "jmp 8f",
-            abort_handler!(),
-            "7:",
-            "xor {ok:e}, {ok:e}",
-            "8:",
-            descriptor!(),
+            replace_tail!(),
             rseq = in(reg) rseq,
             table = in(reg) table,
             want = in(reg) cpu,
@@ -520,28 +543,13 @@ pub unsafe fn replace_main(
     // sheaf, its length and its capacity (16-byte aligned: `ClassSlots`).
     unsafe {
         core::arch::asm!(
-            arm!("tmp"),
-            "mov {tmp:e}, dword ptr [{rseq} + 4]",
-            "cmp {tmp:e}, {want:e}",
-            "jne 7f",
-            "mov {cache}, qword ptr [{table} + {tmp}*8]",
-            "cmp byte ptr [{cache} + {stopped}], 0",
-            "jne 7f",
-            "cmp qword ptr [{cache} + {slot}], {expected}",
-            "jne 7f",
+            replace_checks!(),
             "mov {old}, qword ptr [{cache} + {slot} + {main_len}]",
             "movq {value}, {new}",
             "movq {high}, {len_capacity}",
             "punpcklqdq {value}, {high}",
             "movdqa xmmword ptr [{cache} + {slot}], {value}",
-            "5:",
-            "mov {ok:e}, 1",
-            "jmp 8f",
-            abort_handler!(),
-            "7:",
-            "xor {ok:e}, {ok:e}",
-            "8:",
-            descriptor!(),
+            replace_tail!(),
             rseq = in(reg) rseq,
             table = in(reg) table,
             want = in(reg) cpu,
