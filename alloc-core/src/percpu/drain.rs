@@ -79,11 +79,18 @@ fn drain_cache(
             continue;
         }
         let slots = cache.class(each);
+        // Capacity, then length, then the sheaf: a `fork()` by another
+        // thread in between leaves the child (where no drain runs, and the
+        // mark is cleared) a record every section treats safely: with the
+        // capacity 0 a push misses, with the length 0 a pop misses, and the
+        // slot never holds the empty sheaf with a length above 0 (a push
+        // would write into it). The child leaks what the drain took, as it
+        // does every other thread's sheaves.
+        let capacity = slots.capacity.swap(0, Ordering::AcqRel);
+        let len = slots.len.swap(0, Ordering::AcqRel);
         let main = cache
             .slot(Slot::Main, each)
             .swap(empty_sheaf(), Ordering::AcqRel);
-        let len = slots.len.swap(0, Ordering::AcqRel);
-        let capacity = slots.capacity.swap(0, Ordering::AcqRel);
         if main != empty_sheaf() {
             // SAFETY: past the membarrier the slots are the drainer's, and
             // so is the sheaf it took from main (a valid sheaf: CpuCache

@@ -58,7 +58,9 @@ pub use slow::{alloc_slow, free_slow};
 ///
 /// Invariants: every slot holds a valid sheaf: [`empty_sheaf`] or a sheaf
 /// of the slot's class owned by the slot; a main slot's `len` and
-/// `capacity` are its sheaf's (0 and 0 for the empty sheaf), and that
+/// `capacity` are its sheaf's (0 and 0 for the empty sheaf; its capacity
+/// is 0 at every instant the slot holds the empty sheaf, even half-way
+/// through a drain, so no push can write into it), and that
 /// sheaf's header holds stale values until it leaves the slot, when they
 /// are written back; a spare's or remote batch's header is its own. Main
 /// and spare sheaves hold objects whose home is `node`; a remote batch
