@@ -14,14 +14,22 @@ static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
 
 fn child_work() -> i32 {
     // Allocate across many classes, including ones the parent's threads
-    // were using, and a new thread.
+    // were using (and draining: a fork can copy a CPU's cache half-way
+    // through a drain), and a new thread. Every live buffer has its own
+    // byte, checked once all are live: two buffers handed the same memory
+    // fail the check.
     let mut total = 0usize;
-    for round in 0..50 {
+    for round in 0..50usize {
+        let byte = |i: usize| (round * 7 + i) as u8;
         let buffers: Vec<Vec<u8>> = (0..200)
-            .map(|i| vec![round as u8; 8 + (i * 37) % 5000])
+            .map(|i| vec![byte(i); 8 + (i * 37) % 5000])
             .collect();
         total += buffers.iter().map(|b| b.len()).sum::<usize>();
-        if !buffers.iter().all(|b| b.iter().all(|x| *x == round as u8)) {
+        if !buffers
+            .iter()
+            .enumerate()
+            .all(|(i, b)| b.iter().all(|x| *x == byte(i)))
+        {
             return 2;
         }
     }
@@ -48,6 +56,10 @@ fn children_of_a_busy_parent_can_allocate() {
                     keep.drain(..90);
                     sheafalloc::set_sheaf_capacity("size-64", 1 + (keep.len() % 60) as u64)
                         .unwrap();
+                    if t == 0 {
+                        // Every CPU's sheaves drained, every class.
+                        sheafalloc::purge();
+                    }
                 }
             })
         })
