@@ -34,9 +34,11 @@
 //! the outgoing main sheaf's length into its header, which nobody reads
 //! while it is the main sheaf.
 //!
-//! Every section tests the cache's `stopped` mark after reading the CPU id:
-//! a drain marks the cache, runs `membarrier` on the CPU (a section that
-//! passed the test has committed or restarts), and then owns every slot.
+//! A drain puts the `DRAINING` stand-in in the CPU's table entry and runs
+//! `membarrier` on the CPU (a section that read the entry before has
+//! committed or restarts), and then owns every slot: pops and pushes miss
+//! on a stand-in without a test of their own (every slot empty, node span
+//! 0); the other sections test its `stopped` byte.
 //! The main sheaf's length and capacity live in the class's slots, beside
 //! the pointer ([`super::ClassSlots`]), so a pop or push reads one cache
 //! line of the CPU's cache and the object's line, and never the sheaf's
@@ -83,20 +85,26 @@ macro_rules! arm {
     };
 }
 
-/// Loads into `{at}` the current CPU's cache from `{table}`, and goes to
-/// `$miss` if it is stopped. Every entry is a cache (the stopped, empty
-/// `NO_CACHE` for a CPU that has none yet), and the CPU id of every area a
-/// section runs with indexes the table (duty 1 of the sections), so there
-/// is neither a bound nor a null test.
+/// Loads into `{at}` the current CPU's cache from `{table}`. Every entry
+/// is a cache (the stopped, empty `NO_CACHE` for a CPU that has none yet,
+/// `DRAINING` while a drain empties the CPU's own), and the CPU id of every
+/// area a section runs with indexes the table (duty 1 of the sections), so
+/// there is neither a bound nor a null test. Pops and pushes need no other
+/// test: on a stand-in they miss (lengths and capacities 0, node span 0).
 macro_rules! current_cache {
-    ($miss:literal) => {
+    () => {
         concat!(
             "mov {at:e}, dword ptr [{rseq} + 4]\n",
-            "mov {at}, qword ptr [{table} + {at}*8]\n",
-            "cmp byte ptr [{at} + {stopped}], 0\n",
-            "jne ",
-            $miss,
+            "mov {at}, qword ptr [{table} + {at}*8]",
         )
+    };
+}
+
+/// Goes to `$miss` if the cache in `{at}` is stopped (a stand-in): for the
+/// sections off the fast path, whose checks would not all fail on one.
+macro_rules! unless_stopped {
+    ($miss:literal) => {
+        concat!("cmp byte ptr [{at} + {stopped}], 0\n", "jne ", $miss)
     };
 }
 
@@ -166,7 +174,8 @@ const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1)
 
 /// Pops an object from the main sheaf of the class whose main slot is at
 /// `slot` (a byte offset into [`CpuCache`]) of the current CPU's cache;
-/// null if the CPU has no cache, it is stopped, or the sheaf is empty.
+/// null if the CPU has no cache, it is being drained, or the sheaf is
+/// empty.
 ///
 /// # Safety
 ///
@@ -194,7 +203,7 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("7f"),
+            current_cache!(),
             "mov {len:e}, dword ptr [{at} + {slot} + {main_len}]",
             "sub {len:e}, 1",
             "jb 7f",
@@ -210,7 +219,6 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
             object = out(reg) object,
             at = out(reg) _,
             len = out(reg) _,
-            stopped = const STOPPED,
             main_len = const MAIN_LEN,
             objects = const OBJECTS,
             options(nostack),
@@ -222,7 +230,7 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
 /// Pushes `object` onto the main sheaf of the class whose main slot is at
 /// `slot` of the current CPU's cache if the object's home is that CPU's
 /// node (its address lies in the node's arena region, which the cache
-/// records), the cache is not stopped and the sheaf has room; false
+/// records) and the sheaf has room; false
 /// otherwise.
 ///
 /// # Safety
@@ -243,7 +251,7 @@ pub unsafe fn push(
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("{miss}"),
+            current_cache!(),
             "mov {len}, {object}",
             "sub {len}, qword ptr [{at} + {node_base}]",
             "cmp {len}, qword ptr [{at} + {node_span}]",
@@ -266,7 +274,6 @@ pub unsafe fn push(
             at = out(reg) _,
             len = out(reg) _,
             sheaf = out(reg) _,
-            stopped = const STOPPED,
             node_base = const NODE_BASE,
             node_span = const NODE_SPAN,
             main_len = const MAIN_LEN,
@@ -300,7 +307,8 @@ pub unsafe fn push_batch(
     unsafe {
         core::arch::asm!(
             arm!("at"),
-            current_cache!("{miss}"),
+            current_cache!(),
+            unless_stopped!("{miss}"),
             "mov {at}, qword ptr [{at} + {slot} + {remote}]",
             "movzx {len:e}, word ptr [{at} + {node_off}]",
             "cmp {len}, {home}",
@@ -376,7 +384,8 @@ pub unsafe fn swap_spare(
             unsafe {
                 core::arch::asm!(
                     arm!("at"),
-                    current_cache!("{miss}"),
+                    current_cache!(),
+                    unless_stopped!("{miss}"),
                     "add {at}, {slot}",
                     "mov {spare}, qword ptr [{at} + {spare_off}]",
                     "cmp dword ptr [{spare} + {capacity_off}], {capacity:e}",

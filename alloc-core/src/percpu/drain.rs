@@ -2,17 +2,17 @@
 //! check, a lower capacity (the API or the auto-tuner), and a CPU the
 //! topology moved to another node.
 //!
-//! 1. Mark the cache stopped (one drainer at a time: a compare-and-swap).
-//!    Every section tests the mark after reading the CPU id, and misses
-//!    when it is set.
+//! 1. Swap the CPU's table entry from its cache to the `DRAINING` stand-in
+//!    (one drainer at a time: a compare-and-swap). A section that reads
+//!    the entry from now on finds a cache on which it misses.
 //! 2. `membarrier(PRIVATE_EXPEDITED_RSEQ, CPU)`: every section running on
-//!    that CPU restarts (and then misses), and one that passed the test
-//!    before the mark has committed by now. From here on nothing but the
+//!    that CPU restarts (and then misses), and one that read the entry
+//!    before the swap has committed by now. From here on nothing but the
 //!    drainer writes the cache's slots.
 //! 3. Take every slot (of one class, or all): write the main sheaf's
 //!    length and capacity from its slot into its header, and leave the
 //!    empty sheaf in every slot.
-//! 4. Clear the mark; send the sheaves away through the exchange protocol
+//! 4. Put the cache back in the entry; send the sheaves away through the exchange protocol
 //!    (main and spare to the CPU's node, remote batches home).
 
 use core::ptr::NonNull;
@@ -63,9 +63,14 @@ fn drain_cache(
     if !super::can_drain() {
         return false;
     }
-    if cache
-        .stopped
-        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+    // One drainer at a time: the one whose swap of the table entry from
+    // the CPU's cache to `DRAINING` succeeds.
+    let Some(entry) = super::CPU_CACHES.get(cpu as usize) else {
+        return false;
+    };
+    let own = core::ptr::from_ref(cache).cast_mut();
+    if entry
+        .compare_exchange(own, super::draining(), Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
         return false;
@@ -81,7 +86,8 @@ fn drain_cache(
         let slots = cache.class(each);
         // Capacity, then length, then the sheaf: a `fork()` by another
         // thread in between leaves the child (where no drain runs, and the
-        // mark is cleared) a record every section treats safely: with the
+        // CPU's entry gets its cache back) a record every section treats
+        // safely: with the
         // capacity 0 a push misses, with the length 0 a pop misses, and the
         // slot never holds the empty sheaf with a length above 0 (a push
         // would write into it). The child leaks what the drain took, as it
@@ -113,7 +119,7 @@ fn drain_cache(
     if let Some(new_node) = new_node {
         cache.set_node(new_node);
     }
-    cache.stopped.store(0, Ordering::Release);
+    entry.store(own, Ordering::Release);
     for (class, sheaves) in SizeClass::all().zip(detached) {
         let depot = ClassDepot::of(class);
         let [main, spare, remote] = sheaves;

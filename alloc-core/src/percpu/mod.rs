@@ -30,9 +30,10 @@
 //! saw; the caller owns what it replaced (a main sheaf with its length and
 //! capacity, which live in the slot while it is main, written back). Another thread (purge, the slab
 //! decay, the auto-tuner lowering a capacity) empties a CPU's cache with
-//! [`drain`]: it marks the cache stopped (every section misses), restarts
-//! every section on that CPU with `membarrier` (one that passed the test
-//! has committed), and then owns the slots: it takes their sheaves and
+//! [`drain`]: it puts a stand-in in the CPU's table entry (every section
+//! misses on it), restarts every section on that CPU with `membarrier`
+//! (one that read the entry before has committed), and then owns the
+//! slots: it takes their sheaves and
 //! leaves the empty sheaf.
 
 #[cfg(target_arch = "x86_64")]
@@ -65,11 +66,13 @@ pub use slow::{alloc_slow, free_slow};
 /// are written back; a spare's or remote batch's header is its own. Main
 /// and spare sheaves hold objects whose home is `node`; a remote batch
 /// holds objects whose home is its own `node`. Slots change only in a
-/// restartable section running on this CPU that found the cache not
-/// stopped (`cs.rs`), or in a drain (`drain.rs`) while `stopped`.
+/// restartable section running on this CPU that found this cache in the
+/// CPU's table entry (`cs.rs`), or in a drain (`drain.rs`), which first
+/// puts [`DRAINING`] in that entry.
 #[repr(C, align(64))]
 pub struct CpuCache {
-    /// Nonzero while a drain empties the cache: every section misses.
+    /// Nonzero in the stand-ins ([`NO_CACHE`], [`DRAINING`]), which the
+    /// sections off the fast path test; 0 in a CPU's own cache.
     pub(crate) stopped: AtomicU8,
     /// The node whose objects the main and spare sheaves hold (a drain
     /// changes it, when the topology moved the CPU to another node).
@@ -155,7 +158,7 @@ impl CpuCache {
     }
 
     /// Makes `node` this cache's node (its sheaves must be empty: a new
-    /// cache, or one a drain holds stopped).
+    /// cache, or one a drain holds).
     pub(crate) fn set_node(&self, node: NodeId) {
         self.node.store(node.index() as u8, Ordering::Release);
         self.node_base
@@ -173,8 +176,9 @@ const TABLE_LEN: usize = MAX_CPUS + 1;
 /// [`NO_CACHE`] for good.
 const NO_CPU: u32 = MAX_CPUS as u32;
 
-/// The caches of every CPU, made on first use; until then an entry points
-/// to [`NO_CACHE`], and entry [`NO_CPU`] always does.
+/// The cache each CPU's sections use: its own ([`OWNED`]) once made and
+/// while no drain empties it; [`NO_CACHE`] before it is made (and for good
+/// at entry [`NO_CPU`]); [`DRAINING`] while a drain empties it.
 ///
 /// The sections index it with the CPU id of the thread's rseq area without
 /// a bound test: per-CPU mode is only chosen when every CPU id the kernel
@@ -184,20 +188,44 @@ const NO_CPU: u32 = MAX_CPUS as u32;
 pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; TABLE_LEN] =
     [const { AtomicPtr::new(ptr::addr_of!(NO_CACHE).cast_mut()) }; TABLE_LEN];
 
+/// Each CPU's own cache, once made (null before); never changes after.
+static OWNED: [AtomicPtr<CpuCache>; MAX_CPUS] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CPUS];
+
+/// A stand-in cache: every slot the empty sheaf, so pops (length 0) and
+/// pushes (node span 0, capacity 0) miss without a test of their own, and
+/// stopped, which the other sections test. Never written.
+const fn stand_in() -> CpuCache {
+    CpuCache {
+        stopped: AtomicU8::new(1),
+        node: AtomicU8::new(0),
+        node_base: AtomicUsize::new(0),
+        node_span: AtomicUsize::new(0),
+        classes: [const { ClassSlots::empty() }; NUM_CLASSES],
+    }
+}
+
 /// What a CPU without a cache of its own has, so the sections follow a
-/// table entry without a null test: stopped (every section misses, and
-/// none installs a sheaf in it), every slot the empty sheaf, and a node
-/// span of 0. Never written.
-static NO_CACHE: CpuCache = CpuCache {
-    stopped: AtomicU8::new(1),
-    node: AtomicU8::new(0),
-    node_base: AtomicUsize::new(0),
-    node_span: AtomicUsize::new(0),
-    classes: [const { ClassSlots::empty() }; NUM_CLASSES],
-};
+/// table entry without a null test.
+static NO_CACHE: CpuCache = stand_in();
+
+/// What a CPU's table entry holds while a drain empties its cache: every
+/// section run on that CPU misses, so the drainer has the cache alone.
+static DRAINING: CpuCache = stand_in();
 
 fn no_cache() -> *mut CpuCache {
     ptr::addr_of!(NO_CACHE).cast_mut()
+}
+
+pub(super) fn draining() -> *mut CpuCache {
+    ptr::addr_of!(DRAINING).cast_mut()
+}
+
+/// Whether `cpu`'s sections use `cache` now (false while it is drained).
+pub(crate) fn in_use(cpu: u32, cache: &CpuCache) -> bool {
+    CPU_CACHES
+        .get(cpu as usize)
+        .is_some_and(|entry| ptr::eq(entry.load(Ordering::Acquire), cache))
 }
 
 /// The rseq area of a thread that has none of its own in use (per-thread
@@ -228,12 +256,9 @@ pub(crate) fn may_use_own_area(cpu: Option<u32>) -> bool {
     mode() == CacheMode::PerCpu && cpu.is_some_and(|cpu| (cpu as usize) < MAX_CPUS)
 }
 
-/// The cache `cpu` made, if it made one.
+/// The cache `cpu` made, if it made one (in use or being drained).
 pub(crate) fn published(cpu: usize) -> Option<&'static CpuCache> {
-    let cache = CPU_CACHES.get(cpu)?.load(Ordering::Acquire);
-    if cache == no_cache() {
-        return None;
-    }
+    let cache = OWNED.get(cpu)?.load(Ordering::Acquire);
     // SAFETY: published caches live for the process.
     NonNull::new(cache).map(|cache| unsafe { &*cache.as_ptr() })
 }
@@ -344,15 +369,18 @@ pub(crate) fn init() {
 }
 
 /// A fork child: no drain runs in it (only the forking thread exists, and
-/// it was in `fork()`), so no cache stays stopped; and the membarrier
-/// registration belongs to the address space, which is new.
+/// it was in `fork()`), so every CPU gets its own cache back in its table
+/// entry (one a drain had half emptied is safe as it is: `drain.rs`); and
+/// the membarrier registration belongs to the address space, which is
+/// new.
 pub(crate) fn after_fork_in_child() {
     if MODE.load(Ordering::Acquire) != PER_CPU {
         return;
     }
-    for cpu in 0..MAX_CPUS {
-        if let Some(cache) = published(cpu) {
-            cache.stopped.store(0, Ordering::Release);
+    for (entry, owned) in CPU_CACHES.iter().zip(&OWNED) {
+        let cache = owned.load(Ordering::Acquire);
+        if !cache.is_null() {
+            entry.store(cache, Ordering::Release);
         }
     }
     if !os::membarrier_register_rseq() {
@@ -503,8 +531,8 @@ pub(crate) fn has_avx() -> bool {
 /// The cache of `cpu`, made (with every slot empty) if it has none.
 /// `None` only if the OS refuses memory.
 pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
-    // Entry `NO_CPU` keeps `NO_CACHE`.
-    let entry = CPU_CACHES.get(..MAX_CPUS)?.get(cpu as usize)?;
+    // Entry `NO_CPU` keeps `NO_CACHE` (`OWNED` has no entry for it).
+    let owned = OWNED.get(cpu as usize)?;
     if let Some(cache) = published(cpu as usize) {
         return Some(cache);
     }
@@ -529,9 +557,18 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
         ptr::addr_of_mut!((*cache).node_span).write(AtomicUsize::new(0));
         (*cache).set_node(node);
     }
-    match entry.compare_exchange(no_cache(), cache, Ordering::AcqRel, Ordering::Acquire) {
-        // SAFETY: published; lives for the process.
-        Ok(_) => Some(unsafe { &*cache }),
+    match owned.compare_exchange(ptr::null_mut(), cache, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            // The sections use it from now on. Nothing else writes an
+            // entry holding `NO_CACHE` (a drain starts only from the
+            // owned cache), so this cannot fail.
+            if let Some(entry) = CPU_CACHES.get(cpu as usize) {
+                let _ =
+                    entry.compare_exchange(no_cache(), cache, Ordering::AcqRel, Ordering::Acquire);
+            }
+            // SAFETY: published; lives for the process.
+            Some(unsafe { &*cache })
+        }
         Err(_) => {
             // SAFETY: our mapping was never published.
             unsafe { os::unmap(block, bytes) };

@@ -2,14 +2,14 @@
 //! or push of its CPU's main sheaf fails.
 //!
 //! Every change to a CPU's slots is a `cs::replace` that succeeds only on
-//! that CPU, while the cache is not stopped, if the slot still holds the
+//! that CPU, while no drain holds the cache, if the slot still holds the
 //! sheaf the thread saw; the thread then owns what it replaced, and gives it
 //! on through the exchange protocol (`crate::exchange`) or parks it in an
 //! empty slot. Sheaves to install are prepared outside the sections (barn
 //! trades take locks, refills touch slabs); one that cannot be installed
 //! (the thread moved to another CPU, or another thread got there first)
 //! goes back the same way. After a few failed attempts — a drain is
-//! stopping the cache, or the thread keeps moving — the object comes
+//! emptying the cache, or the thread keeps moving — the object comes
 //! straight from (or goes straight to) the slabs, as for a thread without a
 //! cache.
 
@@ -42,7 +42,7 @@ impl Here<'_> {
     fn now(rseq: *mut u8, class: SizeClass) -> Option<Self> {
         let cpu = os::current_cpu_fast()?;
         let cache = cache_of(cpu)?;
-        if cache.stopped.load(Ordering::Acquire) != 0 {
+        if !super::in_use(cpu, cache) {
             return None;
         }
         let node = crate::topology::node_of_cpu(cpu);
@@ -334,7 +334,7 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
             unsafe { exchange::dispose(&depot, node, empty) };
         }
     }
-    // Straight to its home slab (a drain is stopping this CPU's cache, or
+    // Straight to its home slab (a drain is emptying this CPU's cache, or
     // the thread keeps moving). Counted by the caller as a free; a remote
     // one is counted here, as a batch of one.
     let node = os::current_cpu_fast().map_or(NodeId::ZERO, crate::topology::node_of_cpu);
