@@ -25,9 +25,14 @@ seconds=${3:-4}
 # per-thread sheaves, measured in the same rounds as its default per-CPU
 # sheaves, so the two modes are compared in one host state.
 allocators=(sheafalloc sheafalloc-per-thread snmalloc mimalloc jemalloc)
+# SHEAFALLOC_BASELINE=PATH adds `sheafalloc-baseline`: another build of
+# wl-sheafalloc (say, the previous commit's), per-CPU, in the same rounds,
+# to weigh a change; its report then gets its own name.
+baseline=${SHEAFALLOC_BASELINE:-}
+[ -n "$baseline" ] && allocators+=(sheafalloc-baseline)
 bin=target/release
-out=bench/results/profile-$workload.md
-binary() { echo "$bin/wl-${1%-per-thread}"; }
+out=bench/results/profile-$workload${baseline:+-baseline}.md
+binary() { if [ "$1" = sheafalloc-baseline ]; then echo "$baseline"; else echo "$bin/wl-${1%-per-thread}"; fi; }
 mode_env() { if [ "$1" = sheafalloc-per-thread ]; then echo SHEAFALLOC_PERCPU=off; else echo SHEAFALLOC_PERCPU=on; fi; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -67,7 +72,7 @@ for ((r = 0; r < rounds; r++)); do
     ops=$(field operations)
     rtt=$(field rtt_ns)
     keys=sym
-    [ "${a%-per-thread}" = sheafalloc ] && keys=sym,srcfile
+    case $a in sheafalloc*) keys=sym,srcfile ;; esac
     split=$(classify "$tmp/perf.data" "$ops" "$keys")
     echo "$((r + 1)) $a $((ops / seconds)) ${rtt:-0} $split" | tee -a "$rows" >&2
   done
@@ -76,7 +81,7 @@ done
 {
   echo "# CPU per request: $workload"
   echo
-  echo "\`bash bench/profile-per-request.sh $workload $rounds $seconds\`; commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- alloc-core alloc-global bench/src || echo ' (with uncommitted changes)'); $(uname -r); $(nproc) CPUs."
+  echo "\`${baseline:+SHEAFALLOC_BASELINE=$baseline }bash bench/profile-per-request.sh $workload $rounds $seconds\`; commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- alloc-core alloc-global bench/src || echo ' (with uncommitted changes)'); $(uname -r); $(nproc) CPUs."
   echo
   echo "Worker-thread \`cpu-clock\` samples per 1000 requests, medians over $rounds rounds (allocator order rotated each round). Lower is better. \`allocator\`: the allocator's own symbols, and for sheafalloc the code of its fast path inlined into callers (by source file); \`rest\`: the handlers, serde, tokio, hyper."
   echo
