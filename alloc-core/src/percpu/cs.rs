@@ -227,6 +227,34 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
     object
 }
 
+/// A push section: arm, find the CPU's cache (into `{at}`), run `$body`
+/// (which ends in the commit, or jumps to `{miss}`), then the abort
+/// handler out of line and the descriptor; a miss returns false from the
+/// enclosing function. `$extra` are the operands `$body` adds to the ones
+/// every push has.
+macro_rules! push_section {
+    ([$($body:expr),+ $(,)?], $rseq:expr, $table:expr, $slot:expr, $object:expr, $($extra:tt)*) => {
+        core::arch::asm!(
+            arm!("at"),
+            current_cache!(),
+            $($body,)+
+            "5:",
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) $rseq,
+            table = in(reg) $table,
+            slot = in(reg) $slot,
+            object = in(reg) $object,
+            at = out(reg) _,
+            len = out(reg) _,
+            objects = const OBJECTS,
+            miss = label { return false; },
+            $($extra)*
+            options(nostack),
+        )
+    };
+}
+
 /// Pushes `object` onto the main sheaf of the class whose main slot is at
 /// `slot` of the current CPU's cache if the object's home is that CPU's
 /// node (its address lies in the node's arena region, which the cache
@@ -249,38 +277,30 @@ pub unsafe fn push(
     // leaves the section by a jump to the label (nothing committed). No
     // input register is written: a restart starts from them.
     unsafe {
-        core::arch::asm!(
-            arm!("at"),
-            current_cache!(),
-            "mov {len}, {object}",
-            "sub {len}, qword ptr [{at} + {node_base}]",
-            "cmp {len}, qword ptr [{at} + {node_span}]",
-            "jae {miss}",
-            "add {at}, {slot}",
-            "mov {len:e}, dword ptr [{at} + {main_len}]",
-            "cmp {len:e}, dword ptr [{at} + {main_capacity}]",
-            "jae {miss}",
-            "mov {sheaf}, qword ptr [{at}]",
-            "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
-            "add {len:e}, 1",
-            "mov dword ptr [{at} + {main_len}], {len:e}",
-            "5:",
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) rseq,
-            table = in(reg) table,
-            slot = in(reg) slot,
-            object = in(reg) object,
-            at = out(reg) _,
-            len = out(reg) _,
+        push_section!(
+            [
+                "mov {len}, {object}",
+                "sub {len}, qword ptr [{at} + {node_base}]",
+                "cmp {len}, qword ptr [{at} + {node_span}]",
+                "jae {miss}",
+                "add {at}, {slot}",
+                "mov {len:e}, dword ptr [{at} + {main_len}]",
+                "cmp {len:e}, dword ptr [{at} + {main_capacity}]",
+                "jae {miss}",
+                "mov {sheaf}, qword ptr [{at}]",
+                "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
+                "add {len:e}, 1",
+                "mov dword ptr [{at} + {main_len}], {len:e}",
+            ],
+            rseq,
+            table,
+            slot,
+            object,
             sheaf = out(reg) _,
             node_base = const NODE_BASE,
             node_span = const NODE_SPAN,
             main_len = const MAIN_LEN,
             main_capacity = const MAIN_CAPACITY,
-            objects = const OBJECTS,
-            miss = label { return false; },
-            options(nostack),
         );
     }
     true
@@ -305,38 +325,30 @@ pub unsafe fn push_batch(
 ) -> bool {
     // SAFETY: as in `push`; the commit is the store of the batch's length.
     unsafe {
-        core::arch::asm!(
-            arm!("at"),
-            current_cache!(),
-            unless_stopped!("{miss}"),
-            "mov {at}, qword ptr [{at} + {slot} + {remote}]",
-            "movzx {len:e}, word ptr [{at} + {node_off}]",
-            "cmp {len}, {home}",
-            "jne {miss}",
-            "mov {len:e}, dword ptr [{at} + {len_off}]",
-            "cmp {len:e}, dword ptr [{at} + {capacity_off}]",
-            "jae {miss}",
-            "mov qword ptr [{at} + {len}*8 + {objects}], {object}",
-            "add {len:e}, 1",
-            "mov dword ptr [{at} + {len_off}], {len:e}",
-            "5:",
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) rseq,
-            table = in(reg) table,
-            slot = in(reg) slot,
-            object = in(reg) object,
+        push_section!(
+            [
+                unless_stopped!("{miss}"),
+                "mov {at}, qword ptr [{at} + {slot} + {remote}]",
+                "movzx {len:e}, word ptr [{at} + {node_off}]",
+                "cmp {len}, {home}",
+                "jne {miss}",
+                "mov {len:e}, dword ptr [{at} + {len_off}]",
+                "cmp {len:e}, dword ptr [{at} + {capacity_off}]",
+                "jae {miss}",
+                "mov qword ptr [{at} + {len}*8 + {objects}], {object}",
+                "add {len:e}, 1",
+                "mov dword ptr [{at} + {len_off}], {len:e}",
+            ],
+            rseq,
+            table,
+            slot,
+            object,
             home = in(reg) home,
-            at = out(reg) _,
-            len = out(reg) _,
             stopped = const STOPPED,
             remote = const REMOTE,
             node_off = const NODE,
             len_off = const LEN,
             capacity_off = const CAPACITY,
-            objects = const OBJECTS,
-            miss = label { return false; },
-            options(nostack),
         );
     }
     true
