@@ -12,8 +12,9 @@
 //! 3. Take every slot (of one class, or all): write the main sheaf's
 //!    length and capacity from its slot into its header, and leave the
 //!    empty sheaf in every slot.
-//! 4. Put the cache back in the entry; send the sheaves away through the exchange protocol
-//!    (main and spare to the CPU's node, remote batches home).
+//! 4. Put the cache back in the entry; send the sheaves away through the
+//!    exchange protocol (main and spare to the CPU's node, remote batches
+//!    home).
 
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
@@ -75,7 +76,12 @@ fn drain_cache(
     {
         return false;
     }
-    os::membarrier_rseq_cpu(cpu);
+    if !os::membarrier_rseq_cpu(cpu) {
+        // Without the restart a section that read the entry before the
+        // swap could still commit: leave the cache to its CPU.
+        entry.store(own, Ordering::Release);
+        return false;
+    }
     let node = cache.node();
     // The taken sheaves, per class: main, spare, remote.
     let mut detached = [[empty_sheaf(); 3]; crate::size_class::NUM_CLASSES];
@@ -87,11 +93,10 @@ fn drain_cache(
         // Capacity, then length, then the sheaf: a `fork()` by another
         // thread in between leaves the child (where no drain runs, and the
         // CPU's entry gets its cache back) a record every section treats
-        // safely: with the
-        // capacity 0 a push misses, with the length 0 a pop misses, and the
-        // slot never holds the empty sheaf with a length above 0 (a push
-        // would write into it). The child leaks what the drain took, as it
-        // does every other thread's sheaves.
+        // safely: with the capacity 0 a push misses, with the length 0 a
+        // pop misses, and the slot never holds the empty sheaf with a
+        // length above 0 (a push would write into it). The child leaks what
+        // the drain took, as it does every other thread's sheaves.
         let capacity = slots.capacity.swap(0, Ordering::AcqRel);
         let len = slots.len.swap(0, Ordering::AcqRel);
         let main = cache
@@ -126,8 +131,9 @@ fn drain_cache(
         for sheaf in [main, spare] {
             if sheaf != empty_sheaf() {
                 if let Some(sheaf) = NonNull::new(sheaf) {
-                    // Taken from its slot past the membarrier: ours. A drain after a lower capacity
-                    // trims it here, so the barn never keeps the excess.
+                    // Taken from its slot past the membarrier: ours. A
+                    // drain after a lower capacity trims it here, so the
+                    // barn never keeps the excess.
                     slow::sync_capacity(&depot, sheaf);
                     // SAFETY: ours (above); its objects' home is its node.
                     unsafe { exchange::dispose(&depot, (*sheaf.as_ptr()).node, sheaf) };
