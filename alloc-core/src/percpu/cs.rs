@@ -494,6 +494,31 @@ macro_rules! replace_tail {
     };
 }
 
+/// A replace section: `replace_checks!`, `$body` (which ends in the
+/// commit), `replace_tail!`, with the operands every replace has (`$ok`
+/// gets 1 or 0) and the `$extra` ones `$body` adds.
+macro_rules! replace_section {
+    ([$($body:expr),+ $(,)?], ($rseq:expr, $table:expr, $cpu:expr, $slot:expr, $expected:expr, $new:expr, $ok:ident), $($extra:tt)*) => {
+        core::arch::asm!(
+            replace_checks!(),
+            $($body,)+
+            replace_tail!(),
+            rseq = in(reg) $rseq,
+            table = in(reg) $table,
+            want = in(reg) $cpu,
+            slot = in(reg) $slot,
+            expected = in(reg) $expected,
+            new = in(reg) $new,
+            ok = out(reg) $ok,
+            tmp = out(reg) _,
+            cache = out(reg) _,
+            stopped = const STOPPED,
+            $($extra)*
+            options(nostack),
+        )
+    };
+}
+
 /// Replaces the sheaf in the spare or remote slot at `slot` of CPU `cpu`'s
 /// cache with `new` if the caller runs on `cpu`, the cache is not stopped,
 /// and the slot holds `expected`; true if it did. Whoever replaces a sheaf
@@ -518,21 +543,9 @@ pub unsafe fn replace(
     let ok: u32;
     // SAFETY: as in `pop`; the commit is the store of `new` into the slot.
     unsafe {
-        core::arch::asm!(
-            replace_checks!(),
-            "mov qword ptr [{cache} + {slot}], {new}",
-            replace_tail!(),
-            rseq = in(reg) rseq,
-            table = in(reg) table,
-            want = in(reg) cpu,
-            slot = in(reg) slot,
-            expected = in(reg) expected,
-            new = in(reg) new,
-            ok = out(reg) ok,
-            tmp = out(reg) _,
-            cache = out(reg) _,
-            stopped = const STOPPED,
-            options(nostack),
+        replace_section!(
+            ["mov qword ptr [{cache} + {slot}], {new}"],
+            (rseq, table, cpu, slot, expected, new, ok),
         );
     }
     ok != 0
@@ -563,30 +576,20 @@ pub unsafe fn replace_main(
     // SAFETY: as in `replace`; the commit is one 16-byte store of the
     // sheaf, its length and its capacity (16-byte aligned: `ClassSlots`).
     unsafe {
-        core::arch::asm!(
-            replace_checks!(),
-            "mov {old}, qword ptr [{cache} + {slot} + {main_len}]",
-            "movq {value}, {new}",
-            "movq {high}, {len_capacity}",
-            "punpcklqdq {value}, {high}",
-            "movdqa xmmword ptr [{cache} + {slot}], {value}",
-            replace_tail!(),
-            rseq = in(reg) rseq,
-            table = in(reg) table,
-            want = in(reg) cpu,
-            slot = in(reg) slot,
-            expected = in(reg) expected,
-            new = in(reg) new,
+        replace_section!(
+            [
+                "mov {old}, qword ptr [{cache} + {slot} + {main_len}]",
+                "movq {value}, {new}",
+                "movq {high}, {len_capacity}",
+                "punpcklqdq {value}, {high}",
+                "movdqa xmmword ptr [{cache} + {slot}], {value}",
+            ],
+            (rseq, table, cpu, slot, expected, new, ok),
             len_capacity = in(reg) new_len_capacity,
-            ok = out(reg) ok,
             old = out(reg) old,
-            tmp = out(reg) _,
-            cache = out(reg) _,
             value = out(xmm_reg) _,
             high = out(xmm_reg) _,
-            stopped = const STOPPED,
             main_len = const MAIN_LEN,
-            options(nostack),
         );
     }
     (ok != 0).then_some(old)
