@@ -39,6 +39,7 @@
 //! committed or restarts), and then owns every slot: pops and pushes miss
 //! on a stand-in without a test of their own (every slot empty, node span
 //! 0); the other sections test its `stopped` byte.
+//!
 //! The main sheaf's length and capacity live in the class's slots, beside
 //! the pointer ([`super::ClassSlots`]), so a pop or push reads one cache
 //! line of the CPU's cache and the object's line, and never the sheaf's
@@ -258,8 +259,7 @@ macro_rules! push_section {
 /// Pushes `object` onto the main sheaf of the class whose main slot is at
 /// `slot` of the current CPU's cache if the object's home is that CPU's
 /// node (its address lies in the node's arena region, which the cache
-/// records) and the sheaf has room; false
-/// otherwise.
+/// records) and the sheaf has room; false otherwise.
 ///
 /// # Safety
 ///
