@@ -67,7 +67,8 @@ for ((r = 0; r < rounds; r++)); do
   for ((i = 0; i < ${#allocators[@]}; i++)); do
     a=${allocators[$(((i + r) % ${#allocators[@]}))]}
     result=$(env "$(mode_env "$a")" perf record -q -e cpu-clock -o "$tmp/perf.data" "$(binary "$a")" "$workload" \
-      --seconds "$seconds" 2>/dev/null | grep '^result ')
+      --seconds "$seconds" 2>"$tmp/stderr" | grep '^result ') || {
+      echo "profile: $a gave no result:" >&2; cat "$tmp/stderr" >&2; exit 1; }
     field() { echo "$result" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
     ops=$(field operations)
     rtt=$(field rtt_ns)
