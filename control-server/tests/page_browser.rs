@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use common::{client, sidecar, Client, Expect, Method};
 use serde_json::{json, Value};
+use sheafalloc_control::client::CapacitySetting;
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -445,12 +446,8 @@ fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
     // pinned at its current capacity first, so the tuner cannot move it
     // between this read and the page's request.
     let before = api.cache(TUNED).unwrap().sheaf_capacity;
-    common::put(
-        &api,
-        &format!("/v1/caches/{TUNED}/sheaf_capacity"),
-        &format!(r#"{{"sheaf_capacity": {before}}}"#),
-    )
-    .expect_status(200);
+    api.set_capacity(TUNED, CapacitySetting::Pinned(before.into()))
+        .unwrap();
     let target = if before == 37 { 38 } else { 37 };
     browser.click(&format!("button[data-cache=\"{TUNED}\"]"));
     browser.type_into("#cap-value", &target.to_string());
@@ -510,12 +507,7 @@ fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
     assert_eq!(api.cache(largest).unwrap().sheaf_capacity, largest_before);
 
     // Hand the changed cache back to the tuner.
-    common::put(
-        &api,
-        &format!("/v1/caches/{TUNED}/sheaf_capacity"),
-        r#"{"sheaf_capacity": "auto"}"#,
-    )
-    .expect_status(200);
+    api.set_capacity(TUNED, CapacitySetting::Auto).unwrap();
     assert_eq!(api.cache(TUNED).unwrap().tuning.as_deref(), Some("auto"));
 }
 
@@ -527,12 +519,8 @@ fn the_page_shows_the_tuning_state_and_hands_a_cache_back_to_the_tuner() {
     let api = client(&handle);
     // Pin the busy cache at its current capacity: the page must say so.
     let capacity = api.cache(BUSY).unwrap().sheaf_capacity;
-    common::put(
-        &api,
-        &format!("/v1/caches/{BUSY}/sheaf_capacity"),
-        &format!(r#"{{"sheaf_capacity": {capacity}}}"#),
-    )
-    .expect_status(200);
+    api.set_capacity(BUSY, CapacitySetting::Pinned(capacity.into()))
+        .unwrap();
     let driver = Driver::start();
     let browser = Browser::open(&driver);
     browser.go(&format!("{}/", handle.url()));
