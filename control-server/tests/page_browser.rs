@@ -446,8 +446,13 @@ fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
     // pinned at its current capacity first, so the tuner cannot move it
     // between this read and the page's request.
     let before = api.cache(TUNED).unwrap().sheaf_capacity;
-    api.set_capacity(TUNED, CapacitySetting::Pinned(before.into()))
+    let pinned = api
+        .set_capacity(TUNED, CapacitySetting::Pinned(before.into()))
         .unwrap();
+    assert_eq!(
+        (pinned.sheaf_capacity, pinned.tuning),
+        (before, sheafalloc::Tuning::Pinned)
+    );
     let target = if before == 37 { 38 } else { 37 };
     browser.click(&format!("button[data-cache=\"{TUNED}\"]"));
     browser.type_into("#cap-value", &target.to_string());
@@ -519,8 +524,13 @@ fn the_page_shows_the_tuning_state_and_hands_a_cache_back_to_the_tuner() {
     let api = client(&handle);
     // Pin the busy cache at its current capacity: the page must say so.
     let capacity = api.cache(BUSY).unwrap().sheaf_capacity;
-    api.set_capacity(BUSY, CapacitySetting::Pinned(capacity.into()))
+    let pinned = api
+        .set_capacity(BUSY, CapacitySetting::Pinned(capacity.into()))
         .unwrap();
+    assert_eq!(
+        (pinned.sheaf_capacity, pinned.tuning),
+        (capacity, sheafalloc::Tuning::Pinned)
+    );
     let driver = Driver::start();
     let browser = Browser::open(&driver);
     browser.go(&format!("{}/", handle.url()));
