@@ -59,7 +59,9 @@ pub struct Sweep {
     pub provenance: String,
     /// Where results go: `NAME`, or `NAME-partial` for a run of a
     /// subset of the workloads (which leaves the full results and the
-    /// README alone).
+    /// README alone). A replay of a kept copy (`NAME-COMMIT.jsonl`, whose
+    /// header says `NAME`) takes the copy's own name, so it too leaves the
+    /// README alone.
     pub stem: String,
     /// Where the report goes: `bench/results/{stem}.md` for a run; for a
     /// replay, beside the replayed file (`X.jsonl` → `X.md`), so replaying
@@ -391,9 +393,18 @@ pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, Strin
         configs,
         results,
         provenance: field("provenance").ok_or_else(|| bad(1, "no provenance"))?,
-        stem: field("stem").ok_or_else(|| bad(1, "no stem"))?,
+        stem: replay_stem(path, field("stem").ok_or_else(|| bad(1, "no stem"))?),
         report_path: path.with_extension("md"),
     })
+}
+
+/// The stem of a replayed sweep: the one its header records if the file
+/// still has that name (`modes.jsonl`), else the file's own (a kept copy).
+fn replay_stem(path: &std::path::Path, recorded: String) -> String {
+    match path.file_stem().and_then(|s| s.to_str()) {
+        Some(own) if own != recorded => own.to_owned(),
+        _ => recorded,
+    }
 }
 
 /// Prints `report`, writes it to the sweep's `report_path`, and, for a
@@ -504,7 +515,15 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let configs = vec![Config::new("a", &[]), Config::new("b", &[])];
         let s = load(&path, configs.clone()).expect("the file reads back");
-        assert_eq!(s.stem, "modes");
+        // A copy under another name keeps that name: its replay leaves the
+        // README's table (which `save` fills only for stem "modes") alone.
+        assert_eq!(s.stem, format!("sweep-load-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("sweep-load-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let named = dir.join("modes.jsonl");
+        std::fs::copy(&path, &named).unwrap();
+        assert_eq!(load(&named, configs.clone()).unwrap().stem, "modes");
+        let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(
             s.report_path,
             path.with_extension("md"),
