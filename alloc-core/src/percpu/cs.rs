@@ -60,6 +60,14 @@ const NODE_BASE: usize = offset_of!(CpuCache, node_base);
 const NODE_SPAN: usize = offset_of!(CpuCache, node_span);
 /// Offsets in a class's [`ClassSlots`], from its main slot.
 const MAIN_LEN: usize = offset_of!(ClassSlots, len);
+/// The same offsets from the first class's record: the pop and push take
+/// the class's [`super::record_offset`] (shared with the thread's hot slot,
+/// so computed once where both attempts inline) and add these as constant
+/// displacements.
+const FIRST_MAIN: usize = super::CLASSES_OFFSET + offset_of!(ClassSlots, main);
+const FIRST_MAIN_LEN: usize = super::CLASSES_OFFSET + MAIN_LEN;
+const FIRST_MAIN_CAPACITY: usize = super::CLASSES_OFFSET + MAIN_CAPACITY;
+const FIRST_REMOTE: usize = super::CLASSES_OFFSET + REMOTE;
 const MAIN_CAPACITY: usize = offset_of!(ClassSlots, capacity);
 const SPARE: usize = offset_of!(ClassSlots, spare);
 const REMOTE: usize = offset_of!(ClassSlots, remote);
@@ -173,8 +181,8 @@ const _: () = assert!(core::mem::size_of::<ClassSlots>() == 32);
 const _: () = assert!(core::mem::size_of::<crate::node::NodeId>() == 2);
 const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1);
 
-/// Pops an object from the main sheaf of the class whose main slot is at
-/// `slot` (a byte offset into [`CpuCache`]) of the current CPU's cache;
+/// Pops an object from the main sheaf of the class whose record is at
+/// `record` ([`super::record_offset`]) of the current CPU's cache;
 /// null if the CPU has no cache, it is being drained, or the sheaf is
 /// empty.
 ///
@@ -188,7 +196,7 @@ const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1)
 ///    a live `CpuCache` (`CpuCache` invariant: a main slot's length and
 ///    capacity are its sheaf's, and the slot always holds a valid sheaf).
 #[inline(always)]
-pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize) -> *mut u8 {
+pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, record: usize) -> *mut u8 {
     let object: *mut u8;
     // SAFETY: duties 1 and 2: every address the section touches is the
     // rseq area, the table, a live cache and a live sheaf below its
@@ -205,22 +213,23 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
         core::arch::asm!(
             arm!("at"),
             current_cache!(),
-            "mov {len:e}, dword ptr [{at} + {slot} + {main_len}]",
+            "mov {len:e}, dword ptr [{at} + {record} + {main_len}]",
             "sub {len:e}, 1",
             "jb 7f",
-            "mov {object}, qword ptr [{at} + {slot}]",
+            "mov {object}, qword ptr [{at} + {record} + {main}]",
             "mov {object}, qword ptr [{object} + {len}*8 + {objects}]",
-            "mov dword ptr [{at} + {slot} + {main_len}], {len:e}",
+            "mov dword ptr [{at} + {record} + {main_len}], {len:e}",
             "5:",
             out_of_line_tail!("object"),
             descriptor!(),
             rseq = in(reg) rseq,
             table = in(reg) table,
-            slot = in(reg) slot,
+            record = in(reg) record,
             object = out(reg) object,
             at = out(reg) _,
             len = out(reg) _,
-            main_len = const MAIN_LEN,
+            main = const FIRST_MAIN,
+            main_len = const FIRST_MAIN_LEN,
             objects = const OBJECTS,
             options(nostack),
         );
@@ -234,7 +243,7 @@ pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, slot: usize)
 /// enclosing function. `$extra` are the operands `$body` adds to the ones
 /// every push has.
 macro_rules! push_section {
-    ([$($body:expr),+ $(,)?], $rseq:expr, $table:expr, $slot:expr, $object:expr, $($extra:tt)*) => {
+    ([$($body:expr),+ $(,)?], $rseq:expr, $table:expr, $record:expr, $object:expr, $($extra:tt)*) => {
         core::arch::asm!(
             arm!("at"),
             current_cache!(),
@@ -244,7 +253,7 @@ macro_rules! push_section {
             descriptor!(),
             rseq = in(reg) $rseq,
             table = in(reg) $table,
-            slot = in(reg) $slot,
+            record = in(reg) $record,
             object = in(reg) $object,
             at = out(reg) _,
             len = out(reg) _,
@@ -256,20 +265,21 @@ macro_rules! push_section {
     };
 }
 
-/// Pushes `object` onto the main sheaf of the class whose main slot is at
-/// `slot` of the current CPU's cache if the object's home is that CPU's
+/// Pushes `object` onto the main sheaf of the class whose record is at
+/// `record` ([`super::record_offset`]) of the current CPU's cache if the
+/// object's home is that CPU's
 /// node (its address lies in the node's arena region, which the cache
 /// records) and the sheaf has room; false otherwise.
 ///
 /// # Safety
 ///
-/// 1. and 2. as [`pop`]; `slot` is a main slot (its sheaf's objects have
-///    the cache's node as home).
+/// 1. and 2. as [`pop`] (a main sheaf's objects have the cache's node as
+///    home).
 #[inline(always)]
 pub unsafe fn push(
     rseq: *mut u8,
     table: *const AtomicPtr<CpuCache>,
-    slot: usize,
+    record: usize,
     object: *mut u8,
 ) -> bool {
     // SAFETY: as in `pop`; the store into the sheaf's array lies above its
@@ -283,31 +293,33 @@ pub unsafe fn push(
                 "sub {len}, qword ptr [{at} + {node_base}]",
                 "cmp {len}, qword ptr [{at} + {node_span}]",
                 "jae {miss}",
-                "add {at}, {slot}",
+                "add {at}, {record}",
                 "mov {len:e}, dword ptr [{at} + {main_len}]",
                 "cmp {len:e}, dword ptr [{at} + {main_capacity}]",
                 "jae {miss}",
-                "mov {sheaf}, qword ptr [{at}]",
+                "mov {sheaf}, qword ptr [{at} + {main}]",
                 "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
                 "add {len:e}, 1",
                 "mov dword ptr [{at} + {main_len}], {len:e}",
             ],
             rseq,
             table,
-            slot,
+            record,
             object,
             sheaf = out(reg) _,
             node_base = const NODE_BASE,
             node_span = const NODE_SPAN,
-            main_len = const MAIN_LEN,
-            main_capacity = const MAIN_CAPACITY,
+            main = const FIRST_MAIN,
+            main_len = const FIRST_MAIN_LEN,
+            main_capacity = const FIRST_MAIN_CAPACITY,
         );
     }
     true
 }
 
-/// Pushes `object` onto the remote batch of the class whose main slot is
-/// at `slot` of the current CPU's cache if that batch's objects have home
+/// Pushes `object` onto the remote batch of the class whose record is at
+/// `record` ([`super::record_offset`]) of the current CPU's cache if that
+/// batch's objects have home
 /// `home`, the cache is not stopped and the batch has room; false
 /// otherwise. A batch's length and capacity are in its header (batches
 /// hold one other node's objects each, and are off the fast path).
@@ -319,7 +331,7 @@ pub unsafe fn push(
 pub unsafe fn push_batch(
     rseq: *mut u8,
     table: *const AtomicPtr<CpuCache>,
-    slot: usize,
+    record: usize,
     object: *mut u8,
     home: usize,
 ) -> bool {
@@ -328,7 +340,7 @@ pub unsafe fn push_batch(
         push_section!(
             [
                 unless_stopped!("{miss}"),
-                "mov {at}, qword ptr [{at} + {slot} + {remote}]",
+                "mov {at}, qword ptr [{at} + {record} + {remote}]",
                 "movzx {len:e}, word ptr [{at} + {node_off}]",
                 "cmp {len}, {home}",
                 "jne {miss}",
@@ -341,11 +353,11 @@ pub unsafe fn push_batch(
             ],
             rseq,
             table,
-            slot,
+            record,
             object,
             home = in(reg) home,
             stopped = const STOPPED,
-            remote = const REMOTE,
+            remote = const FIRST_REMOTE,
             node_off = const NODE,
             len_off = const LEN,
             capacity_off = const CAPACITY,

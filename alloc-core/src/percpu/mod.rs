@@ -120,13 +120,32 @@ pub(crate) enum Slot {
     Remote,
 }
 
+/// Byte offset of the first class's record in a [`CpuCache`]: the
+/// sections add it as a constant displacement to [`record_offset`].
+pub(crate) const CLASSES_OFFSET: usize = offset_of!(CpuCache, classes);
+
+/// Byte offset of `class`'s record from the first record: `class.index()`
+/// times 32, the same scaled index as the thread's hot slot of the class
+/// (also 32 bytes), so where both attempts are inlined the compiler
+/// computes it once.
+#[inline(always)]
+pub(crate) fn record_offset(class: SizeClass) -> usize {
+    const _: () = assert!(
+        core::mem::size_of::<ClassSlots>() == core::mem::size_of::<crate::thread_cache::HotSlot>()
+    );
+    // Cannot wrap: `class.index() < NUM_CLASSES`.
+    class
+        .index()
+        .wrapping_mul(core::mem::size_of::<ClassSlots>())
+}
+
 impl Slot {
     /// Byte offset of the slot of `class` in a [`CpuCache`].
     #[inline(always)]
     pub(crate) fn offset(self, class: SizeClass) -> usize {
         const RECORD: usize = core::mem::size_of::<ClassSlots>();
         // Cannot wrap: `class.index() < NUM_CLASSES`, the array's length.
-        let record = offset_of!(CpuCache, classes).wrapping_add(class.index().wrapping_mul(RECORD));
+        let record = CLASSES_OFFSET.wrapping_add(class.index().wrapping_mul(RECORD));
         record.wrapping_add(match self {
             Slot::Main => offset_of!(ClassSlots, main),
             Slot::Spare => offset_of!(ClassSlots, spare),
@@ -408,7 +427,7 @@ pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
     {
         // SAFETY: duty 1; the table's entries point to live caches whose
         // slots always hold valid sheaves (CpuCache invariant).
-        let object = unsafe { cs::pop(rseq, CPU_CACHES.as_ptr(), Slot::Main.offset(class)) };
+        let object = unsafe { cs::pop(rseq, CPU_CACHES.as_ptr(), record_offset(class)) };
         NonNull::new(object).map(NonNull::as_ptr)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -431,7 +450,7 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
         // SAFETY: duty 1, as in `pop`. The section tests the object's home
         // against the cache's node region: an address outside it (another
         // node, or outside the arena) misses, and the slow path sorts it.
-        unsafe { cs::push(rseq, CPU_CACHES.as_ptr(), Slot::Main.offset(class), object) }
+        unsafe { cs::push(rseq, CPU_CACHES.as_ptr(), record_offset(class), object) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

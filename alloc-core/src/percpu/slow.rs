@@ -360,7 +360,7 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
             super::cs::push_batch(
                 here.rseq,
                 super::CPU_CACHES.as_ptr(),
-                Slot::Remote.offset(here.class),
+                super::record_offset(here.class),
                 object,
                 home.index(),
             )
