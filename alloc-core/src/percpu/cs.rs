@@ -366,7 +366,7 @@ pub unsafe fn push_batch(
     true
 }
 
-/// Swaps main and spare of the class whose main slot is at `main_slot`, on
+/// Swaps main and spare of the class whose record is at `record`, on
 /// the current CPU's cache, if the cache is not stopped, the spare has
 /// `capacity` (the cache's: a spare of another capacity goes through the
 /// slow path, which resizes it) and the spare `has` what the caller needs;
@@ -381,14 +381,14 @@ pub unsafe fn push_batch(
 ///
 /// # Safety
 ///
-/// 1. and 2. as [`pop`]; `main_slot` is a main slot's offset.
+/// 1. and 2. as [`pop`]; `record` is a class's [`super::record_offset`].
 /// 3. The CPU has AVX, and the OS saves its registers (`super::has_avx`).
 #[inline(never)]
 #[target_feature(enable = "avx")]
 pub unsafe fn swap_spare(
     rseq: *mut u8,
     table: *const AtomicPtr<CpuCache>,
-    main_slot: usize,
+    record: usize,
     capacity: u32,
     has: SpareHas,
 ) -> bool {
@@ -410,7 +410,7 @@ pub unsafe fn swap_spare(
                     arm!("at"),
                     current_cache!(),
                     unless_stopped!("{miss}"),
-                    "add {at}, {slot}",
+                    "lea {at}, [{at} + {record} + {classes}]",
                     "mov {spare}, qword ptr [{at} + {spare_off}]",
                     "cmp dword ptr [{spare} + {capacity_off}], {capacity:e}",
                     "jne {miss}",
@@ -434,7 +434,8 @@ pub unsafe fn swap_spare(
                     descriptor!(),
                     rseq = in(reg) rseq,
                     table = in(reg) table,
-                    slot = in(reg) main_slot,
+                    record = in(reg) record,
+                    classes = const super::CLASSES_OFFSET,
                     capacity = in(reg) capacity,
                     at = out(reg) _,
                     spare = out(reg) _,

@@ -492,7 +492,7 @@ pub(crate) unsafe fn swap_spare(
             cs::swap_spare(
                 rseq,
                 CPU_CACHES.as_ptr(),
-                Slot::Main.offset(class),
+                record_offset(class),
                 capacity,
                 has,
             )
