@@ -149,6 +149,12 @@ fn node_stats(node: NodeId, class: SizeClass) -> NodeStats {
 fn add_thread(stats: &mut CacheStats, view: SlotView) {
     stats.allocations = stats.allocations.wrapping_add(view.allocs);
     stats.frees = stats.frees.wrapping_add(view.frees);
+    stats.slow_path_allocs = stats
+        .slow_path_allocs
+        .wrapping_add(u64::from(view.slow_allocs));
+    stats.slow_path_frees = stats
+        .slow_path_frees
+        .wrapping_add(u64::from(view.slow_frees));
     stats.thread_main_objects = stats
         .thread_main_objects
         .saturating_add(u64::from(view.main_len));

@@ -149,6 +149,15 @@ fn remote_frees(name: &str, size: usize, count: usize) -> (u64, u64, u64) {
         // SAFETY: live, allocated with `layout`.
         unsafe { allocator.dealloc(object, layout) };
     }
+    // Every remote free took the slow path, and the counters say so while
+    // the thread lives (the reader adds what the thread has not yet
+    // published to the shared counter).
+    let counted = sheafalloc::cache(name).expect("the class");
+    assert_eq!(
+        counted.slow_path_frees - before.slow_path_frees,
+        count as u64,
+        "{name}: slow-path frees counted"
+    );
     // Hand the last, partial batch home too.
     sheafalloc::flush_thread_cache();
     sheafalloc::purge();

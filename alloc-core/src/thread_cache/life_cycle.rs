@@ -98,13 +98,21 @@ impl ThreadCache {
             let counters = &cache(class).counters;
             CacheCounters::add(&counters.allocs_folded, allocs);
             CacheCounters::add(&counters.frees_folded, frees);
+            let cold = self.cold(class);
+            cold.slow_allocs.publish(&counters.slow_path_allocs);
+            cold.slow_frees.publish(&counters.slow_path_frees);
         }
     }
 
     /// What a reader on another thread may see of `class` (racy by design:
     /// every field is a relaxed atomic written only by the owner).
     pub(crate) fn view(&self, class: SizeClass) -> SlotView {
-        self.hot(class).view()
+        let cold = self.cold(class);
+        SlotView {
+            slow_allocs: cold.slow_allocs.pending(),
+            slow_frees: cold.slow_frees.pending(),
+            ..self.hot(class).view()
+        }
     }
 
     /// `os::current_thread()` of the owning thread (0 before it attaches).

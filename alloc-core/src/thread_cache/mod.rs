@@ -51,7 +51,7 @@ mod engine {
     use super::life_cycle::{SlowPathGuard, ThreadState};
     use super::{ClassSheaves, ColdSlot, HotSlot};
     use crate::arena;
-    use crate::cache::{cache, CacheCounters, ClassDepot};
+    use crate::cache::{cache, ClassDepot};
     use crate::node::NodeId;
     use crate::runtime;
     use crate::size_class::{SizeClass, NUM_CLASSES};
@@ -116,10 +116,14 @@ mod engine {
         }
 
         #[inline(always)]
-        pub(super) fn sheaves(&self, class: SizeClass) -> ClassSheaves<'_> {
+        pub(super) fn cold(&self, class: SizeClass) -> &ColdSlot {
             // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
-            let cold = unsafe { self.cold.get_unchecked(class.index()) };
-            ClassSheaves::new(self.hot(class), cold)
+            unsafe { self.cold.get_unchecked(class.index()) }
+        }
+
+        #[inline(always)]
+        pub(super) fn sheaves(&self, class: SizeClass) -> ClassSheaves<'_> {
+            ClassSheaves::new(self.hot(class), self.cold(class))
         }
 
         /// HOT PATH (alloc): pop from the thread's main sheaf, or (per-CPU
@@ -188,7 +192,9 @@ mod engine {
                 return super::uncached_alloc(self.node.get(), class);
             }
             let _guard = SlowPathGuard::enter(self);
-            CacheCounters::add(&cache(class).counters.slow_path_allocs, 1);
+            self.cold(class)
+                .slow_allocs
+                .count(&cache(class).counters.slow_path_allocs);
             let rseq = self.rseq.get();
             let object = if !self.uses_cpu_caches() {
                 self.follow_node();
@@ -221,7 +227,9 @@ mod engine {
                 return unsafe { super::uncached_free(class, object) };
             }
             let _guard = SlowPathGuard::enter(self);
-            CacheCounters::add(&cache(class).counters.slow_path_frees, 1);
+            self.cold(class)
+                .slow_frees
+                .count(&cache(class).counters.slow_path_frees);
             let rseq = self.rseq.get();
             if self.uses_cpu_caches() {
                 self.hot(class).count_free();

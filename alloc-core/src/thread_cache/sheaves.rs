@@ -115,6 +115,8 @@ impl HotSlot {
             frees: self.frees.load(Relaxed),
             capacity: self.capacity.load(Relaxed),
             main_len: self.len.load(Relaxed),
+            slow_allocs: 0,
+            slow_frees: 0,
         }
     }
 
@@ -148,16 +150,23 @@ pub(crate) struct SlotView {
     pub frees: u64,
     pub capacity: u32,
     pub main_len: u32,
+    /// Slow paths not yet added to the cache's shared counters.
+    pub slow_allocs: u32,
+    pub slow_frees: u32,
 }
 
 /// The sheaves of one class in one thread, owned by the thread: only it
-/// reads or writes these cells.
+/// reads or writes these cells (and the counts, which readers may load).
 pub struct ColdSlot {
     main: Cell<*mut Sheaf>,
     spare: Cell<*mut Sheaf>,
     /// Objects freed by this thread whose home is another node, waiting to
     /// be handed over in one batch (`node` of the sheaf = their home).
     pub(super) remote: Cell<*mut Sheaf>,
+    /// Slow paths of this class the thread took and has not yet added to
+    /// the cache's shared counters ([`SlowPathCount`]).
+    pub(super) slow_allocs: SlowPathCount,
+    pub(super) slow_frees: SlowPathCount,
 }
 
 impl ColdSlot {
@@ -167,6 +176,58 @@ impl ColdSlot {
             main: Cell::new(ptr::null_mut()),
             spare: Cell::new(ptr::null_mut()),
             remote: Cell::new(ptr::null_mut()),
+            slow_allocs: SlowPathCount::new(),
+            slow_frees: SlowPathCount::new(),
+        }
+    }
+}
+
+/// One thread's slow paths of one kind and class, added to the cache's
+/// shared counter [`SlowPathCount::PUBLISH_EVERY`] at a time instead of one
+/// by one.
+///
+/// A shared counter's `lock add` on every slow path was the costliest
+/// instruction of a cross-node free (every remote free takes the slow
+/// path): a locked instruction waits for the thread's earlier stores to
+/// leave its store buffer, and in a hand-off those are stores to lines the
+/// other core holds. Written only by the owning thread (relaxed load and
+/// store, no read-modify-write); statistics readers add what is pending,
+/// and the thread's exit folds it in. The tuner, which reads only the
+/// shared counters, sees each live thread's count of each class at most
+/// `PUBLISH_EVERY - 1` behind.
+pub struct SlowPathCount(AtomicU32);
+
+impl SlowPathCount {
+    /// Pending slow paths at which the thread adds them to the cache's
+    /// counter.
+    pub const PUBLISH_EVERY: u32 = 32;
+
+    const fn new() -> Self {
+        Self(AtomicU32::new(0))
+    }
+
+    /// Counts one slow path; every `PUBLISH_EVERY`th adds them to `shared`.
+    #[inline]
+    pub(crate) fn count(&self, shared: &AtomicU64) {
+        let pending = self.0.load(Relaxed).wrapping_add(1);
+        if pending >= Self::PUBLISH_EVERY {
+            CacheCounters::add(shared, u64::from(pending));
+            self.0.store(0, Relaxed);
+        } else {
+            self.0.store(pending, Relaxed);
+        }
+    }
+
+    /// What is pending (racy by design, for readers on other threads).
+    pub(crate) fn pending(&self) -> u32 {
+        self.0.load(Relaxed)
+    }
+
+    /// Adds what is pending to `shared` (the owner, at exit).
+    pub(crate) fn publish(&self, shared: &AtomicU64) {
+        let pending = self.0.swap(0, Relaxed);
+        if pending > 0 {
+            CacheCounters::add(shared, u64::from(pending));
         }
     }
 }
@@ -458,4 +519,38 @@ fn resize<D: Depot>(depot: &D, sheaf: &mut Sheaf, target: u32) {
         unsafe { depot.flush(node, excess) }
     });
     CacheCounters::add(&depot.counters().sheaf_resizes, 1);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_paths_reach_the_shared_counter_in_batches_and_at_publish() {
+        let count = SlowPathCount::new();
+        let shared = AtomicU64::new(5);
+        for n in 1..SlowPathCount::PUBLISH_EVERY {
+            count.count(&shared);
+            assert_eq!((count.pending(), shared.load(Relaxed)), (n, 5));
+        }
+        count.count(&shared);
+        let every = u64::from(SlowPathCount::PUBLISH_EVERY);
+        assert_eq!((count.pending(), shared.load(Relaxed)), (0, 5 + every));
+        // Pending plus shared is every slow path counted, at every step.
+        for _ in 0..3 {
+            count.count(&shared);
+        }
+        assert_eq!(
+            u64::from(count.pending()) + shared.load(Relaxed),
+            5 + every + 3
+        );
+        count.publish(&shared);
+        assert_eq!((count.pending(), shared.load(Relaxed)), (0, 5 + every + 3));
+        count.publish(&shared);
+        assert_eq!(
+            shared.load(Relaxed),
+            5 + every + 3,
+            "nothing pending, nothing added"
+        );
+    }
 }
