@@ -440,11 +440,14 @@ fn alloc_class(class: SizeClass) -> *mut u8 {
 unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
     match SizeClass::for_layout(layout.size(), layout.align()) {
         Some(class) => {
-            // Layouts the fast path covers were checked there already.
-            #[cfg(feature = "checks")]
-            if SizeClass::for_small_layout(layout.size(), layout.align()).is_none() {
-                sheafalloc_core::checks::on_free(ptr, class);
+            if SizeClass::for_small_layout(layout.size(), layout.align()).is_some() {
+                // The fast path tried this push (and the misuse checks
+                // saw the free) already: straight to the slow path.
+                // SAFETY: duty 1: `ptr` is a free object of `class`.
+                return unsafe { free_class_slow(ptr, class) };
             }
+            #[cfg(feature = "checks")]
+            sheafalloc_core::checks::on_free(ptr, class);
             // SAFETY: duty 1: `ptr` is a free object of `class`.
             unsafe { free_class(ptr, class) }
         }
@@ -454,6 +457,22 @@ unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
             // SAFETY: duty 1: a direct mapping of `layout.size()` bytes.
             unsafe { large::dealloc(ptr, layout.size()) }
         }
+    }
+}
+
+/// Frees `ptr`, an object of `class` whose fast-path push just missed, by
+/// the thread's slow path (or the slabs when the thread-local is gone).
+///
+/// # Safety
+///
+/// 1. `ptr` was allocated by this allocator for `class` and is no longer
+///    used.
+unsafe fn free_class_slow(ptr: *mut u8, class: SizeClass) {
+    // SAFETY: duty 1.
+    let done = THREAD_CACHE.try_with(|cache| unsafe { cache.dealloc_slow(class, ptr) });
+    if done.is_err() {
+        // SAFETY: duty 1.
+        unsafe { uncached_free(class, ptr) }
     }
 }
 

@@ -270,6 +270,22 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
         crate::invariant!(false, "free of a pointer outside the arena");
         return;
     };
+    // Every remote free comes here: first the one section that batches it
+    // if the CPU's remote batch is for its home and has room (it misses
+    // for a local object: no batch holds this node's objects).
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: duty 1 (the rseq area); the object is free (duty 2).
+    if unsafe {
+        super::cs::push_batch(
+            rseq,
+            super::CPU_CACHES.as_ptr(),
+            super::record_offset(class),
+            object,
+            home.index(),
+        )
+    } {
+        return;
+    }
     for _ in 0..ATTEMPTS {
         let Some(here) = Here::now(rseq, class) else {
             break;
