@@ -273,17 +273,8 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
     // Every remote free comes here: first the one section that batches it
     // if the CPU's remote batch is for its home and has room (it misses
     // for a local object: no batch holds this node's objects).
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: duty 1 (the rseq area); the object is free (duty 2).
-    if unsafe {
-        super::cs::push_batch(
-            rseq,
-            super::CPU_CACHES.as_ptr(),
-            super::record_offset(class),
-            object,
-            home.index(),
-        )
-    } {
+    // SAFETY: duties 1 and 2.
+    if unsafe { push_to_batch(rseq, class, object, home) } {
         return;
     }
     for _ in 0..ATTEMPTS {
@@ -369,21 +360,9 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
 ///
 /// 1. As [`free_slow`].
 unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home: NodeId) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: duty 1 (the rseq area); the object is free (duty 2).
-        let pushed = unsafe {
-            super::cs::push_batch(
-                here.rseq,
-                super::CPU_CACHES.as_ptr(),
-                super::record_offset(here.class),
-                object,
-                home.index(),
-            )
-        };
-        if pushed {
-            return true;
-        }
+    // SAFETY: duty 1.
+    if unsafe { push_to_batch(here.rseq, here.class, object, home) } {
+        return true;
     }
     let batch = here.load(Slot::Remote);
     let Some(fresh) = depot
@@ -403,6 +382,33 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
         unsafe { depot.pool().give(fresh) };
     }
     false
+}
+
+/// Pushes `object` onto the current CPU's remote batch of `class` if that
+/// batch is for `home` and has room (one section, `cs::push_batch`).
+///
+/// # Safety
+///
+/// As [`free_slow`].
+unsafe fn push_to_batch(rseq: *mut u8, class: SizeClass, object: *mut u8, home: NodeId) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: duty 1 (the rseq area); the object is free (duty 2).
+        unsafe {
+            super::cs::push_batch(
+                rseq,
+                super::CPU_CACHES.as_ptr(),
+                super::record_offset(class),
+                object,
+                home.index(),
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rseq, class, object, home);
+        false
+    }
 }
 
 /// Sends a detached remote batch home (to the home barn as a full sheaf,
