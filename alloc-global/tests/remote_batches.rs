@@ -49,20 +49,10 @@ fn main() {
     println!("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
 }
 
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
-    // sched_setaffinity only touch it and the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "pin to CPU {cpu}"
-        );
-    }
-    // Per-thread mode follows the CPU's node at the next slow path; make
-    // that now.
+/// Pins the thread to `cpu`; per-thread mode follows the CPU's node at the
+/// next slow path, which the flush makes now.
+fn move_to_cpu(cpu: usize) {
+    common::pin_to_cpu(cpu);
     sheafalloc::flush_thread_cache();
 }
 
@@ -126,7 +116,7 @@ fn frees_on_the_other_node_go_home_in_batches() {
 fn remote_frees(name: &str, size: usize, count: usize) -> (u64, u64, u64) {
     let allocator = sheafalloc::SheafAlloc::new();
     let layout = Layout::from_size_align(size, 8).unwrap();
-    pin_to_cpu(0);
+    move_to_cpu(0);
     assert_eq!(sheafalloc::thread_node(), 0);
     let objects: Vec<(usize, u64)> = (0..count as u64)
         .map(|generation| {
@@ -139,7 +129,7 @@ fn remote_frees(name: &str, size: usize, count: usize) -> (u64, u64, u64) {
             (object as usize, generation)
         })
         .collect();
-    pin_to_cpu(1);
+    move_to_cpu(1);
     assert_eq!(sheafalloc::thread_node(), 1);
     let before = sheafalloc::cache(name).expect("the class");
     for &(object, generation) in &objects {

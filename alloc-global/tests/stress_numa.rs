@@ -57,20 +57,6 @@ fn main() {
     }
 }
 
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
-    // sched_setaffinity only touch it and the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "pin to CPU {cpu}"
-        );
-    }
-}
-
 fn simulated_nodes(nodes: usize) {
     let topology = sheafalloc::topology();
     assert!(topology.simulated, "{topology:?}");
@@ -101,7 +87,7 @@ fn simulated_nodes(nodes: usize) {
             });
             std::thread::spawn(move || {
                 if let Some(node) = expected_node {
-                    pin_to_cpu(id % cpus);
+                    common::pin_to_cpu(id % cpus);
                     sheafalloc::flush_thread_cache();
                     assert_eq!(
                         sheafalloc::thread_node(),
@@ -249,7 +235,7 @@ fn real_placement() -> bool {
         };
         let os_node = node.os_node;
         std::thread::spawn(move || {
-            pin_to_cpu(cpu as usize);
+            common::pin_to_cpu(cpu as usize);
             sheafalloc::flush_thread_cache();
             let objects: Vec<Box<[u8; 1024]>> = (0..1000).map(|_| Box::new([1; 1024])).collect();
             for object in &objects {

@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: content patterns and seeds.
+//! Helpers shared by the integration tests: content patterns, seeds,
+//! pinning.
 #![allow(dead_code)]
 
 pub mod child;
@@ -98,4 +99,19 @@ pub fn assert_quiescent(name: &str, node: usize) -> sheafalloc::NodeAudit {
         "{name} on node {node}: {audit:?}"
     );
     audit
+}
+
+/// Pins the calling thread to `cpu` (panics if the OS refuses).
+pub fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
+    // sched_setaffinity only touch it and the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "pin to CPU {cpu}"
+        );
+    }
 }
