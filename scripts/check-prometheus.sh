@@ -66,7 +66,9 @@ free_port() {
 }
 
 echo "check-prometheus: building the serve example and sheafctl"
-(cd "$ROOT" && cargo build --quiet -p sheafalloc-control --example serve --bin sheafctl)
+# The workspace configuration of the test command (`-p` would resolve
+# features anew and rebuild the dependencies).
+(cd "$ROOT" && cargo build --quiet --workspace --all-features --example serve --bin sheafctl)
 SERVE="$TARGET_DIR/debug/examples/serve"
 SHEAFCTL="$TARGET_DIR/debug/sheafctl"
 [ -x "$SERVE" ] || fail "no binary at $SERVE"

@@ -3,7 +3,7 @@
 //! by the thread that frees it (usually another one).
 //!
 //! Runs `SHEAFALLOC_STRESS_THREADS` threads (default 4) for
-//! `SHEAFALLOC_STRESS_SECS` seconds (default 40), or — the long mode of
+//! `SHEAFALLOC_STRESS_SECS` seconds (default 25), or — the long mode of
 //! `scripts/soak.sh` — until `SHEAFALLOC_STRESS_OBJECTS` objects have been
 //! allocated, verified and freed.
 
@@ -45,7 +45,7 @@ fn random_layout(rng: &mut common::Rng) -> Layout {
 
 #[test]
 fn objects_freed_on_other_threads_keep_their_contents() {
-    let secs = common::stress_secs(40);
+    let secs = common::stress_secs(25);
     let target_objects = env_number("SHEAFALLOC_STRESS_OBJECTS");
     let threads = env_number("SHEAFALLOC_STRESS_THREADS").unwrap_or(4).max(2) as usize;
     let seed = common::seed(0x5eaf);

@@ -8,7 +8,7 @@
 //!
 //! A plain `main`: it runs once on the real topology, then re-runs itself
 //! with `SHEAFALLOC_NUMA_NODES=4`. `SHEAFALLOC_TORTURE_SECS` sets the length
-//! of each run (default 20; the same binary soaks for hours with a larger
+//! of each run (default 12; the same binary soaks for hours with a larger
 //! value); `SHEAFALLOC_SEED` replays a seed.
 
 mod common;
@@ -201,7 +201,7 @@ fn run(label: &str) {
     let secs = std::env::var("SHEAFALLOC_TORTURE_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20u64);
+        .unwrap_or(12u64);
     let seed = common::seed(0x7047_7572);
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));

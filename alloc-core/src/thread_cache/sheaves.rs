@@ -164,8 +164,11 @@ pub struct ColdSlot {
     /// be handed over in one batch (`node` of the sheaf = their home).
     pub(super) remote: Cell<*mut Sheaf>,
     /// Slow paths of this class the thread took and has not yet added to
-    /// the cache's shared counters ([`SlowPathCount`]).
+    /// the cache's shared counters ([`SlowPathCount`]). The loom models
+    /// run no thread cache, hence no slow path counts.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(super) slow_allocs: SlowPathCount,
+    #[cfg_attr(loom, allow(dead_code))]
     pub(super) slow_frees: SlowPathCount,
 }
 
@@ -195,8 +198,10 @@ impl ColdSlot {
 /// and the thread's exit folds it in. The tuner, which reads only the
 /// shared counters, sees each live thread's count of each class at most
 /// `PUBLISH_EVERY - 1` behind.
+#[cfg_attr(loom, allow(dead_code))]
 pub struct SlowPathCount(AtomicU32);
 
+#[cfg_attr(loom, allow(dead_code))]
 impl SlowPathCount {
     /// Pending slow paths at which the thread adds them to the cache's
     /// counter.
