@@ -31,7 +31,7 @@ mkdir -p target
 RELEASE_TESTS=(--test stress_cross_thread --test torture --test soak --test fork_exits)
 (
   cargo test -q --release -p sheafalloc "${RELEASE_TESTS[@]}" --no-run &&
-    cargo build --release -q -p sheafalloc-bench --no-default-features --bin fastpath-budget &&
+    bash scripts/check-fastpath-budget.sh --build-only &&
     bash scripts/loom.sh --no-run
 ) >target/prebuild.log 2>&1 &
 prebuild=$!
