@@ -22,6 +22,7 @@ use sheafalloc_bench::service::catalog::Workload;
 
 use crate::options::SweepOptions;
 use crate::sweep::{self, Config, Sweep};
+use sheafalloc_bench::summary;
 
 /// Fixed capacities of the sweep.
 const FIXED: [u32; 5] = [16, 32, 64, 128, 256];
@@ -162,6 +163,63 @@ fn report(sweep: &Sweep) -> String {
             .unwrap_or_else(|| "–".into());
         let _ = writeln!(row, " {chosen} |");
         out.push_str(&row);
+    }
+    out.push_str(&window_work(sweep));
+    out
+}
+
+/// Slow-path work per 1000 allocations in a run's measured window: barn
+/// trades (gets and puts, hits and misses) and slab refills and flushes,
+/// from the `sheaf_window_*` counters; NaN for a run without them.
+fn work_per_1000(record: &sheafalloc_bench::record::Record) -> (f64, f64) {
+    let n = |key: &str| record.number(&format!("sheaf_window_{key}"));
+    let allocations = n("allocations");
+    let trades =
+        n("barn_get_hits") + n("barn_get_misses") + n("barn_put_hits") + n("barn_put_misses");
+    let slabs = n("refills") + n("flushes");
+    (1000.0 * trades / allocations, 1000.0 * slabs / allocations)
+}
+
+/// The second table: what each configuration's steady state costs in
+/// slow-path work, counted, so it does not swing with the host as the
+/// throughput does (the same runs and medians as the first table).
+fn window_work(sweep: &Sweep) -> String {
+    let mut out = String::from(
+        "\nSlow-path work in the measured window, per 1000 allocations (medians of the same \
+         runs): barn trades / slab refills and flushes. Counted, not timed, so the host's \
+         swings do not move it: where `auto` matches the best fixed capacity here, its \
+         steady state is that capacity's, and a gap in the first table is the host's. \
+         `–`: no window counters (a workload without a timed window, or an older \
+         results file).\n\n",
+    );
+    let mut header = String::from("| workload |");
+    let mut rule = String::from("|---|");
+    for config in &sweep.configs {
+        let _ = write!(header, " {} |", config.name);
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+    for (w, workload) in sweep.workloads.iter().enumerate() {
+        let mut row = format!("| {} |", workload.name());
+        for c in 0..sweep.configs.len() {
+            let (trades, slabs): (Vec<f64>, Vec<f64>) = sweep
+                .used(w, c)
+                .iter()
+                .map(|o| work_per_1000(&o.record))
+                .filter(|(t, s)| t.is_finite() && s.is_finite())
+                .unzip();
+            if trades.is_empty() {
+                row.push_str(" – |");
+            } else {
+                let _ = write!(
+                    row,
+                    " {:.2} / {:.2} |",
+                    summary::median(&trades),
+                    summary::median(&slabs)
+                );
+            }
+        }
+        let _ = writeln!(out, "{row}");
     }
     out
 }

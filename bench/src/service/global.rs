@@ -5,12 +5,97 @@
 //! Only the allocator the binary really uses is ever called: a `wl-jemalloc`
 //! process never touches sheafalloc's engine, and so on.
 
+use std::sync::Mutex;
+
 use crate::peers::Peer;
 use crate::record::Record;
 
 /// The binary's global allocator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Global(pub Peer);
+
+/// The counters `add_counters` reports, summed over sheafalloc's caches
+/// (the key of each after `sheaf_` or `sheaf_window_`).
+const COUNTER_KEYS: [&str; 9] = [
+    "allocations",
+    "refills",
+    "flushes",
+    "barn_get_hits",
+    "barn_get_misses",
+    "barn_put_hits",
+    "barn_put_misses",
+    "remote_frees",
+    "capacity_adjustments",
+];
+
+/// sheafalloc's counters at one instant, in the order of [`COUNTER_KEYS`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct CounterSums([u64; COUNTER_KEYS.len()]);
+
+impl CounterSums {
+    fn now() -> Self {
+        let mut sums = Self::default();
+        let adjustments: u64 = sheafalloc::caches()
+            .iter()
+            .map(|c| c.capacity_adjustments)
+            .sum();
+        for cache in sheafalloc::cache_stats() {
+            let values = [
+                cache.allocations,
+                cache.slab_refills,
+                cache.slab_flushes,
+                cache.barn_get_hits,
+                cache.barn_get_misses,
+                cache.barn_put_hits,
+                cache.barn_put_misses,
+                cache.remote_frees,
+            ];
+            for (total, value) in sums.0.iter_mut().zip(values) {
+                *total += value;
+            }
+        }
+        sums.0[COUNTER_KEYS.len() - 1] = adjustments;
+        sums
+    }
+}
+
+/// Where the measured window of this process's run is, for its counters.
+#[derive(Clone, Copy, Debug, Default)]
+enum Window {
+    #[default]
+    NotOpened,
+    Open(CounterSums),
+    Closed(CounterSums, CounterSums),
+}
+
+/// The process's window (one run per process).
+static WINDOW: Mutex<Window> = Mutex::new(Window::NotOpened);
+
+/// The allocator this process runs under, once `set_active` said.
+static ACTIVE: Mutex<Option<Peer>> = Mutex::new(None);
+
+/// Says which allocator is the process's global one (called once by
+/// `service::main`), so the window's edges know whether to read
+/// sheafalloc's counters.
+pub fn set_active(peer: Peer) {
+    *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer);
+}
+
+/// The measured window opens (first call) or closes (second call): under
+/// sheafalloc, its counters are read, so the result line can give what
+/// the window alone did (`sheaf_window_*`).
+pub fn window_edge() {
+    if *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) != Some(Peer::Sheaf) {
+        return;
+    }
+    let sums = CounterSums::now();
+    let mut window = WINDOW.lock().unwrap_or_else(|e| e.into_inner());
+    *window = match *window {
+        Window::NotOpened => Window::Open(sums),
+        Window::Open(start) => Window::Closed(start, sums),
+        closed @ Window::Closed(..) => closed,
+    };
+}
 
 impl Global {
     /// The allocator's name.
@@ -72,7 +157,9 @@ impl Global {
     }
 
     /// Adds sheafalloc's counters, summed over its caches, to `record`
-    /// (`sheaf_*` keys), or jemalloc's `config.debug`.
+    /// (`sheaf_*` keys: the whole run, warm-up included; `sheaf_window_*`:
+    /// the measured window alone, where the workload has one), or
+    /// jemalloc's `config.debug`.
     pub fn add_counters(self, record: &mut Record) {
         if let Some(debug) = self.jemalloc_debug() {
             record.set("jemalloc_config_debug", debug);
@@ -80,34 +167,15 @@ impl Global {
         if self.0 != Peer::Sheaf {
             return;
         }
-        let mut sum = [0u64; 8];
-        for cache in sheafalloc::cache_stats() {
-            let values = [
-                cache.allocations,
-                cache.slab_refills,
-                cache.slab_flushes,
-                cache.barn_get_hits,
-                cache.barn_get_misses,
-                cache.barn_put_hits,
-                cache.barn_put_misses,
-                cache.remote_frees,
-            ];
-            for (total, value) in sum.iter_mut().zip(values) {
-                *total += value;
-            }
+        let sums = CounterSums::now();
+        for (key, value) in COUNTER_KEYS.into_iter().zip(sums.0) {
+            record.set(&format!("sheaf_{key}"), value);
         }
-        let keys = [
-            "sheaf_allocations",
-            "sheaf_refills",
-            "sheaf_flushes",
-            "sheaf_barn_get_hits",
-            "sheaf_barn_get_misses",
-            "sheaf_barn_put_hits",
-            "sheaf_barn_put_misses",
-            "sheaf_remote_frees",
-        ];
-        for (key, value) in keys.into_iter().zip(sum) {
-            record.set(key, value);
+        let window = *WINDOW.lock().unwrap_or_else(|e| e.into_inner());
+        if let Window::Closed(start, end) = window {
+            for ((key, start), end) in COUNTER_KEYS.into_iter().zip(start.0).zip(end.0) {
+                record.set(&format!("sheaf_window_{key}"), end.wrapping_sub(start));
+            }
         }
         let topology = sheafalloc::topology();
         record.set("sheaf_topology", topology.source);
@@ -116,10 +184,8 @@ impl Global {
         // What the auto-tuner did: how often, and where the busiest cache's
         // capacity ended up.
         let caches = sheafalloc::caches();
-        let adjustments: u64 = caches.iter().map(|c| c.capacity_adjustments).sum();
         record.set("sheaf_tuner_on", sheafalloc::autotune_enabled());
         record.set("sheaf_tuner_ticks", sheafalloc::tuner_ticks());
-        record.set("sheaf_capacity_adjustments", adjustments);
         if let Some(busiest) = caches.iter().max_by_key(|c| c.allocations) {
             record.set("sheaf_busiest_cache", &busiest.name);
             record.set("sheaf_busiest_capacity", busiest.sheaf_capacity);

@@ -163,6 +163,7 @@ pub fn main(peer: Peer) {
             std::process::exit(2);
         }
     };
+    global::set_active(peer);
     match run(&request, Global(peer)) {
         Ok(record) => println!("{}", record.line()),
         Err(error) => {

@@ -96,9 +96,11 @@ impl Progress {
     /// returns what the window saw. Call on a thread that is not a worker.
     pub fn measure(&self, budget: &Budget) -> Window {
         std::thread::sleep(Duration::from_secs_f64(budget.warmup));
+        super::global::window_edge();
         let (start, before) = (Instant::now(), self.total());
         std::thread::sleep(Duration::from_secs_f64(budget.seconds));
         let (seconds, after) = (start.elapsed().as_secs_f64(), self.total());
+        super::global::window_edge();
         self.stop();
         Window {
             operations: after - before,

@@ -1,0 +1,70 @@
+//! The sheafalloc workload binary reports its counters twice: for the whole
+//! run (`sheaf_*`) and for the measured window alone (`sheaf_window_*`),
+//! read as the window opens and closes. A real `wl-sheafalloc` process.
+
+use std::process::Command;
+
+use sheafalloc_bench::record::Record;
+
+/// Runs `wl-sheafalloc ARGS` and parses its result line.
+fn run(args: &[&str]) -> Record {
+    let output = Command::new(env!("CARGO_BIN_EXE_wl-sheafalloc"))
+        .args(args)
+        .env_remove("SHEAFALLOC_CAPACITY")
+        .env_remove("SHEAFALLOC_AUTOTUNE")
+        .output()
+        .expect("wl-sheafalloc runs");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    Record::parse_output(&stdout).unwrap_or_else(|| panic!("no result line in {stdout:?}"))
+}
+
+#[test]
+fn the_window_counts_its_own_work_only() {
+    let record = run(&["churn-256x16", "--warmup", "0.3", "--seconds", "0.3"]);
+    let line = record.line();
+    let whole = record.number("sheaf_allocations");
+    let window = record.number("sheaf_window_allocations");
+    // The window's allocations are the churn's (objects allocated and
+    // freed: the window's operations), give or take the instants between
+    // reading the counters and reading the workers' totals.
+    let objects = record.number("operations");
+    assert!(objects > 0.0, "{line}");
+    assert!(
+        window >= objects * 0.5 && window <= objects * 2.0,
+        "window allocations {window} against {objects} objects: {line}"
+    );
+    // Start-up and the warm-up allocated too: outside the window.
+    assert!(window < whole, "{line}");
+    for key in [
+        "refills",
+        "flushes",
+        "barn_get_hits",
+        "barn_get_misses",
+        "barn_put_hits",
+        "barn_put_misses",
+        "remote_frees",
+        "capacity_adjustments",
+    ] {
+        let window = record.number(&format!("sheaf_window_{key}"));
+        let whole = record.number(&format!("sheaf_{key}"));
+        assert!(window.is_finite() && window <= whole, "{key}: {line}");
+    }
+}
+
+#[test]
+fn a_workload_without_a_window_has_no_window_counters() {
+    // idle-threads measures memory, with no timed window.
+    let record = run(&["idle-threads"]);
+    assert!(
+        record.number("sheaf_allocations") > 0.0,
+        "{}",
+        record.line()
+    );
+    assert_eq!(
+        record.get("sheaf_window_allocations"),
+        None,
+        "{}",
+        record.line()
+    );
+}
