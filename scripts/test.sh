@@ -29,12 +29,14 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 # checks. Its output goes to target/prebuild.log, shown if it fails.
 mkdir -p target
 RELEASE_TESTS=(--test stress_cross_thread --test torture --test soak --test fork_exits)
-(
-  cargo test -q --release -p sheafalloc "${RELEASE_TESTS[@]}" --no-run &&
+# In a session of its own (`setsid`), so that if a step fails the whole
+# build — cargo and every compiler it started — stops with the script
+# instead of compiling on after it.
+setsid bash -c 'cargo test -q --release -p sheafalloc "$@" --no-run &&
     bash scripts/check-fastpath-budget.sh --build-only &&
-    bash scripts/loom.sh --no-run
-) >target/prebuild.log 2>&1 &
+    bash scripts/loom.sh --no-run' prebuild "${RELEASE_TESTS[@]}" >target/prebuild.log 2>&1 &
 prebuild=$!
+trap 'kill -- "-$prebuild" 2>/dev/null || true' EXIT
 
 echo "== tests" >&2
 # One build configuration (the workspace, every feature) for the tests and

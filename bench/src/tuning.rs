@@ -168,16 +168,18 @@ fn report(sweep: &Sweep) -> String {
     out
 }
 
-/// Slow-path work per 1000 allocations in a run's measured window: barn
-/// trades (gets and puts, hits and misses) and slab refills and flushes,
-/// from the `sheaf_window_*` counters; NaN for a run without them.
-fn work_per_1000(record: &sheafalloc_bench::record::Record) -> (f64, f64) {
+/// Slow-path work per 1000 allocations in a run's measured window: slow
+/// paths (allocations and frees), barn trades (gets and puts, hits and
+/// misses) and slab refills and flushes, from the `sheaf_window_*`
+/// counters; NaN for a run without them (or, slow paths, from before they
+/// were recorded).
+fn work_per_1000(record: &sheafalloc_bench::record::Record) -> [f64; 3] {
     let n = |key: &str| record.number(&format!("sheaf_window_{key}"));
     let allocations = n("allocations");
     let trades =
         n("barn_get_hits") + n("barn_get_misses") + n("barn_put_hits") + n("barn_put_misses");
     let slabs = n("refills") + n("flushes");
-    (1000.0 * trades / allocations, 1000.0 * slabs / allocations)
+    [n("slow_paths"), trades, slabs].map(|count| 1000.0 * count / allocations)
 }
 
 /// The second table: what each configuration's steady state costs in
@@ -186,7 +188,7 @@ fn work_per_1000(record: &sheafalloc_bench::record::Record) -> (f64, f64) {
 fn window_work(sweep: &Sweep) -> String {
     let mut out = String::from(
         "\nSlow-path work in the measured window, per 1000 allocations (medians of the same \
-         runs): barn trades / slab refills and flushes. Counted, not timed, so the host's \
+         runs): slow paths / barn trades / slab refills and flushes. Counted, not timed, so the host's \
          swings do not move it: where `auto` matches the best fixed capacity here, its \
          steady state is that capacity's, and a gap in the first table is the host's. \
          `–`: no window counters (a workload without a timed window, or an older \
@@ -202,22 +204,31 @@ fn window_work(sweep: &Sweep) -> String {
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let mut row = format!("| {} |", workload.name());
         for c in 0..sweep.configs.len() {
-            let (trades, slabs): (Vec<f64>, Vec<f64>) = sweep
+            let work: Vec<[f64; 3]> = sweep
                 .used(w, c)
                 .iter()
                 .map(|o| work_per_1000(&o.record))
-                .filter(|(t, s)| t.is_finite() && s.is_finite())
-                .unzip();
-            if trades.is_empty() {
+                .filter(|work| work[1].is_finite())
+                .collect();
+            if work.is_empty() {
                 row.push_str(" – |");
-            } else {
-                let _ = write!(
-                    row,
-                    " {:.2} / {:.2} |",
-                    summary::median(&trades),
-                    summary::median(&slabs)
-                );
+                continue;
             }
+            let cells: Vec<String> = (0..3)
+                .map(|k| {
+                    let values: Vec<f64> = work
+                        .iter()
+                        .map(|run| run[k])
+                        .filter(|v| v.is_finite())
+                        .collect();
+                    if values.is_empty() {
+                        "–".to_owned()
+                    } else {
+                        format!("{:.2}", summary::median(&values))
+                    }
+                })
+                .collect();
+            let _ = write!(row, " {} |", cells.join(" / "));
         }
         let _ = writeln!(out, "{row}");
     }

@@ -37,6 +37,8 @@ fn the_window_counts_its_own_work_only() {
     // Start-up and the warm-up allocated too: outside the window.
     assert!(window < whole, "{line}");
     for key in [
+        "slow_paths",
+        "spare_swaps",
         "refills",
         "flushes",
         "barn_get_hits",

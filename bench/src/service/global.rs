@@ -16,8 +16,10 @@ pub struct Global(pub Peer);
 
 /// The counters `add_counters` reports, summed over sheafalloc's caches
 /// (the key of each after `sheaf_` or `sheaf_window_`).
-const COUNTER_KEYS: [&str; 9] = [
+const COUNTER_KEYS: [&str; 11] = [
     "allocations",
+    "slow_paths",
+    "spare_swaps",
     "refills",
     "flushes",
     "barn_get_hits",
@@ -42,6 +44,8 @@ impl CounterSums {
         for cache in sheafalloc::cache_stats() {
             let values = [
                 cache.allocations,
+                cache.slow_path_allocs + cache.slow_path_frees,
+                cache.spare_swaps,
                 cache.slab_refills,
                 cache.slab_flushes,
                 cache.barn_get_hits,
