@@ -29,7 +29,8 @@ pub const SHEAF_CAPACITY_MAX: u32 = 4;
 /// An array of free objects of one size class, all with the same home node.
 ///
 /// Invariants: `len <= capacity <= SHEAF_CAPACITY_MAX`; `objects[..len]`
-/// are distinct free objects of size class `class` whose home is `node`.
+/// are distinct free objects of size class `class` whose home is `node`
+/// (arena addresses, so never null).
 /// A sheaf has exactly one owner at a time (a thread's main, spare or
 /// remote slot, a barn stack, or the pool), and only the owner touches it;
 /// ownership moves under the barn or pool lock.
