@@ -37,10 +37,6 @@ struct CounterSums([u64; COUNTER_KEYS.len()]);
 impl CounterSums {
     fn now() -> Self {
         let mut sums = Self::default();
-        let adjustments: u64 = sheafalloc::caches()
-            .iter()
-            .map(|c| c.capacity_adjustments)
-            .sum();
         for cache in sheafalloc::cache_stats() {
             let values = [
                 cache.allocations,
@@ -53,12 +49,12 @@ impl CounterSums {
                 cache.barn_put_hits,
                 cache.barn_put_misses,
                 cache.remote_frees,
+                cache.capacity_adjustments,
             ];
             for (total, value) in sums.0.iter_mut().zip(values) {
                 *total += value;
             }
         }
-        sums.0[COUNTER_KEYS.len() - 1] = adjustments;
         sums
     }
 }
