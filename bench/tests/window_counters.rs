@@ -5,6 +5,7 @@
 use std::process::Command;
 
 use sheafalloc_bench::record::Record;
+use sheafalloc_bench::service::global::COUNTER_KEYS;
 
 /// Runs `wl-sheafalloc ARGS` and parses its result line.
 fn run(args: &[&str]) -> Record {
@@ -36,18 +37,8 @@ fn the_window_counts_its_own_work_only() {
     );
     // Start-up and the warm-up allocated too: outside the window.
     assert!(window < whole, "{line}");
-    for key in [
-        "slow_paths",
-        "spare_swaps",
-        "refills",
-        "flushes",
-        "barn_get_hits",
-        "barn_get_misses",
-        "barn_put_hits",
-        "barn_put_misses",
-        "remote_frees",
-        "capacity_adjustments",
-    ] {
+    // Every other counter the line reports: the window's share of each.
+    for key in COUNTER_KEYS.into_iter().filter(|&key| key != "allocations") {
         let window = record.number(&format!("sheaf_window_{key}"));
         let whole = record.number(&format!("sheaf_{key}"));
         assert!(window.is_finite() && window <= whole, "{key}: {line}");

@@ -16,7 +16,7 @@ pub struct Global(pub Peer);
 
 /// The counters `add_counters` reports, summed over sheafalloc's caches
 /// (the key of each after `sheaf_` or `sheaf_window_`).
-const COUNTER_KEYS: [&str; 11] = [
+pub const COUNTER_KEYS: [&str; 11] = [
     "allocations",
     "slow_paths",
     "spare_swaps",
