@@ -166,23 +166,43 @@ impl SizeClass {
     }
 
     /// HOT PATH: the class for a layout with `size <= SMALL_LOOKUP_MAX` and
-    /// `align <= FAST_ALIGN_MAX`, or `None` for every other layout. One
-    /// compare-and-branch and one table load; no search.
+    /// `align <= FAST_ALIGN_MAX`, or `None` for every other layout. No
+    /// search: for an alignment of at most 8 bytes (almost every layout)
+    /// two compare-and-branches and one table load.
     #[inline(always)]
     pub fn for_small_layout(size: usize, align: usize) -> Option<Self> {
-        // `size.max(align)` sends an 8-byte request with 16-byte alignment to
-        // the 16-byte class; it folds away when the alignment is a constant.
-        let size = size.max(align);
-        if size <= SMALL_LOOKUP_MAX && align <= FAST_ALIGN_MAX {
-            // `size <= SMALL_LOOKUP_MAX` (checked just above): the sum cannot
-            // wrap, and the index is at most `SMALL_LOOKUP_MAX / 8`, below
-            // `LOOKUP_LEN`, so `get` never fails and its check folds away.
-            SMALL_LOOKUP
-                .get(size.wrapping_add(7) >> 3)
-                .map(|&index| SizeClass(index))
-        } else {
-            None
+        // An alignment of at most 8 cannot change a class (every slot is a
+        // multiple of 8 bytes at an 8-aligned address, and sizes 0 and 8
+        // share the first class), so the size alone indexes the table: two
+        // separate tests instead of `size.max(align)` and a combined one,
+        // which cost an alignment that is not a compile-time constant five
+        // more instructions on every call.
+        if size <= SMALL_LOOKUP_MAX && align <= 8 {
+            // SAFETY: `size <= SMALL_LOOKUP_MAX`, tested just above.
+            return Some(unsafe { Self::small(size) });
         }
+        if size <= SMALL_LOOKUP_MAX && align <= FAST_ALIGN_MAX {
+            // `size.max(align)` sends an 8-byte request with 16-byte
+            // alignment to the 16-byte class (every class from 16 bytes up
+            // is a multiple of 16); it is at most `SMALL_LOOKUP_MAX` too.
+            // SAFETY: both are at most `SMALL_LOOKUP_MAX`, tested above.
+            return Some(unsafe { Self::small(size.max(align)) });
+        }
+        None
+    }
+
+    /// The class of `size` by the lookup table.
+    ///
+    /// # Safety
+    ///
+    /// 1. `size <= SMALL_LOOKUP_MAX`.
+    #[inline(always)]
+    unsafe fn small(size: usize) -> Self {
+        const _: () = assert!(SMALL_LOOKUP_MAX.div_ceil(8) < LOOKUP_LEN);
+        // SAFETY: `size <= SMALL_LOOKUP_MAX` (duty 1), so the sum
+        // cannot wrap and the index is at most `SMALL_LOOKUP_MAX / 8`
+        // rounded up, below `LOOKUP_LEN` (asserted at compile time).
+        SizeClass(unsafe { *SMALL_LOOKUP.get_unchecked(size.wrapping_add(7) >> 3) })
     }
 
     /// The classes of two sizes with one alignment (a `realloc`'s old and
@@ -198,15 +218,9 @@ impl SizeClass {
             if a.max(b) > SMALL_LOOKUP_MAX {
                 return None;
             }
-            const _: () = assert!(SMALL_LOOKUP_MAX.div_ceil(8) < LOOKUP_LEN);
-            let class = |size: usize| {
-                // SAFETY: `size <= SMALL_LOOKUP_MAX` (tested above), so the
-                // sum cannot wrap and the index is at most
-                // `SMALL_LOOKUP_MAX / 8` rounded up, below `LOOKUP_LEN`
-                // (asserted at compile time).
-                SizeClass(unsafe { *SMALL_LOOKUP.get_unchecked(size.wrapping_add(7) >> 3) })
-            };
-            return Some((class(a), class(b)));
+            // SAFETY: both sizes are at most `SMALL_LOOKUP_MAX` (tested
+            // above).
+            return Some(unsafe { (Self::small(a), Self::small(b)) });
         }
         Some((
             Self::for_small_layout(a, align)?,
