@@ -31,7 +31,7 @@ pub const MAX_CLASS_SIZE: usize = 256 * 1024;
 /// Largest request size answered by the lookup table (the fast path): 8 KiB,
 /// so packet buffers (a 1500-byte MTU payload, a 2112-byte buffer, a
 /// 4 KiB page, a jumbo frame's 8 KiB) take the inlined fast path like small
-/// objects. The table costs 1 KiB; only the entries a program uses are ever
+/// objects. The table costs 2 KiB; only the entries a program uses are ever
 /// in cache.
 pub const SMALL_LOOKUP_MAX: usize = 8192;
 /// Largest alignment any class can give (the slab chunk alignment).
@@ -39,11 +39,28 @@ pub const MAX_CLASS_ALIGN: usize = 64 * 1024;
 /// Alignment the fast path handles without a search.
 pub const FAST_ALIGN_MAX: usize = 16;
 
-/// A size class index, `0..NUM_CLASSES`.
+/// Bytes of every per-class record the fast path reads (a thread's hot
+/// slot, a CPU's class slots): a class is kept as its index times this, so
+/// the fast path adds it to a record array's address as it is.
+pub const RECORD_STRIDE: usize = 32;
+
+/// A size class: index `0..NUM_CLASSES`, kept as the byte offset of its
+/// record in an array of [`RECORD_STRIDE`]-byte records (what the fast path
+/// needs: the lookup table gives it with no scaling).
 ///
-/// Invariant: `self.0 < NUM_CLASSES`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SizeClass(u8);
+/// Invariant: `self.0 == index * RECORD_STRIDE` for an `index <
+/// NUM_CLASSES`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SizeClass(u16);
+
+impl core::fmt::Debug for SizeClass {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("SizeClass").field(&self.index()).finish()
+    }
+}
+
+// Every class's record offset fits the representation.
+const _: () = assert!(NUM_CLASSES * RECORD_STRIDE <= u16::MAX as usize);
 
 #[allow(
     clippy::arithmetic_side_effects,
@@ -118,20 +135,21 @@ const LOOKUP_LEN: usize = SMALL_LOOKUP_MAX / 8 + 1;
     clippy::arithmetic_side_effects,
     reason = "evaluated at compile time (the `SMALL_LOOKUP` table): an overflow or a bad index is a build error"
 )]
-const fn build_lookup() -> [u8; LOOKUP_LEN] {
-    let mut table = [0u8; LOOKUP_LEN];
+const fn build_lookup() -> [u16; LOOKUP_LEN] {
+    let mut table = [0u16; LOOKUP_LEN];
     let mut i = 0;
     while i < LOOKUP_LEN {
-        table[i] = class_index_of_size(i * 8) as u8;
+        table[i] = (class_index_of_size(i * 8) * RECORD_STRIDE) as u16;
         i += 1;
     }
     table
 }
 
-/// Class of every size `s <= SMALL_LOOKUP_MAX`, indexed by `(s + 7) / 8`.
-/// Rounding `s` up to a multiple of 8 never changes its class: every class
-/// size is a multiple of 8.
-static SMALL_LOOKUP: [u8; LOOKUP_LEN] = build_lookup();
+/// Class of every size `s <= SMALL_LOOKUP_MAX` (as [`SizeClass`] keeps it:
+/// the record offset), indexed by `(s + 7) / 8`. Rounding `s` up to a
+/// multiple of 8 never changes its class: every class size is a multiple
+/// of 8. 2 KiB; only the entries a program uses are ever in cache.
+static SMALL_LOOKUP: [u16; LOOKUP_LEN] = build_lookup();
 
 impl SizeClass {
     /// The smallest class (8-byte objects).
@@ -140,21 +158,47 @@ impl SizeClass {
     /// The class with index `index`, if it exists.
     pub const fn from_index(index: usize) -> Option<Self> {
         if index < NUM_CLASSES {
-            Some(Self(index as u8))
+            Some(Self::of_index(index))
         } else {
             None
         }
     }
 
+    /// The class of index `index`.
+    ///
+    /// `index < NUM_CLASSES` (callers' duty: the invariant).
+    #[inline(always)]
+    const fn of_index(index: usize) -> Self {
+        // Cannot wrap: `index < NUM_CLASSES`, and every class's offset fits
+        // (asserted at compile time).
+        Self(index.wrapping_mul(RECORD_STRIDE) as u16)
+    }
+
     /// The class index, `0..NUM_CLASSES`.
     #[inline(always)]
-    pub const fn index(self) -> usize {
-        self.0 as usize
+    pub fn index(self) -> usize {
+        self.record_offset() / RECORD_STRIDE
+    }
+
+    /// The byte offset of this class's record in an array of
+    /// [`RECORD_STRIDE`]-byte records: `index() * RECORD_STRIDE`, with no
+    /// arithmetic.
+    #[inline(always)]
+    pub fn record_offset(self) -> usize {
+        let offset = usize::from(self.0);
+        // SAFETY: the type's invariant. Told to the compiler so that
+        // `index()` scaled back up to a record's address folds to `offset`.
+        unsafe {
+            core::hint::assert_unchecked(
+                offset % RECORD_STRIDE == 0 && offset < NUM_CLASSES * RECORD_STRIDE,
+            );
+        }
+        offset
     }
 
     /// Every class, smallest first.
     pub fn all() -> impl Iterator<Item = SizeClass> {
-        (0..NUM_CLASSES).map(|i| SizeClass(i as u8))
+        (0..NUM_CLASSES).map(SizeClass::of_index)
     }
 
     /// Object (slot) size in bytes.
@@ -238,7 +282,7 @@ impl SizeClass {
         }
         if align <= FAST_ALIGN_MAX {
             if size <= MAX_CLASS_SIZE {
-                return Some(SizeClass(class_index_above_128(size) as u8));
+                return Some(SizeClass::of_index(class_index_above_128(size)));
             }
             return None;
         }
@@ -256,7 +300,7 @@ impl SizeClass {
             return None;
         }
         (class_index_of_size(size)..NUM_CLASSES)
-            .map(|index| SizeClass(index as u8))
+            .map(SizeClass::of_index)
             .find(|class| class.object_size().checked_rem(align) == Some(0))
     }
 
@@ -390,7 +434,7 @@ mod tests {
             let class = SizeClass::for_layout(size, 1).unwrap();
             assert!(class.object_size() >= size, "size {size}");
             if class.index() > 0 {
-                let below = SizeClass(class.0 - 1).object_size();
+                let below = SizeClass::of_index(class.index() - 1).object_size();
                 assert!(below < size, "size {size} could use {below}");
             }
         }

@@ -124,28 +124,25 @@ pub(crate) enum Slot {
 /// sections add it as a constant displacement to [`record_offset`].
 pub(crate) const CLASSES_OFFSET: usize = offset_of!(CpuCache, classes);
 
-/// Byte offset of `class`'s record from the first record: `class.index()`
-/// times 32, the same scaled index as the thread's hot slot of the class
-/// (also 32 bytes), so where both attempts are inlined the compiler
-/// computes it once.
+/// Byte offset of `class`'s record from the first record: the class's
+/// [`SizeClass::record_offset`] (its index times 32), the same offset as
+/// the thread's hot slot of the class (also 32 bytes), so where both
+/// attempts are inlined it is the lookup table's value, used as it is.
 #[inline(always)]
 pub(crate) fn record_offset(class: SizeClass) -> usize {
+    const _: () = assert!(core::mem::size_of::<ClassSlots>() == crate::size_class::RECORD_STRIDE);
     const _: () = assert!(
-        core::mem::size_of::<ClassSlots>() == core::mem::size_of::<crate::thread_cache::HotSlot>()
+        core::mem::size_of::<crate::thread_cache::HotSlot>() == crate::size_class::RECORD_STRIDE
     );
-    // Cannot wrap: `class.index() < NUM_CLASSES`.
-    class
-        .index()
-        .wrapping_mul(core::mem::size_of::<ClassSlots>())
+    class.record_offset()
 }
 
 impl Slot {
     /// Byte offset of the slot of `class` in a [`CpuCache`].
     #[inline(always)]
     pub(crate) fn offset(self, class: SizeClass) -> usize {
-        const RECORD: usize = core::mem::size_of::<ClassSlots>();
-        // Cannot wrap: `class.index() < NUM_CLASSES`, the array's length.
-        let record = CLASSES_OFFSET.wrapping_add(class.index().wrapping_mul(RECORD));
+        // Cannot wrap: the record lies inside the cache.
+        let record = CLASSES_OFFSET.wrapping_add(record_offset(class));
         record.wrapping_add(match self {
             Slot::Main => offset_of!(ClassSlots, main),
             Slot::Spare => offset_of!(ClassSlots, spare),
