@@ -451,6 +451,27 @@ mod tests {
     }
 
     #[test]
+    fn a_class_is_its_record_offset_and_round_trips_its_index() {
+        for index in 0..NUM_CLASSES {
+            let class = SizeClass::from_index(index).unwrap();
+            assert_eq!(class.index(), index);
+            assert_eq!(class.record_offset(), index * RECORD_STRIDE);
+            assert_eq!(format!("{class:?}"), format!("SizeClass({index})"));
+        }
+        assert_eq!(SizeClass::from_index(NUM_CLASSES), None);
+        // The lookup table holds offsets, not indices: a 2112-byte request
+        // is class 2304, whose record is its index's.
+        let packet = SizeClass::for_small_layout(2112, 8).unwrap();
+        assert_eq!(packet.object_size(), 2304);
+        assert_eq!(packet.record_offset(), packet.index() * RECORD_STRIDE);
+        assert!(packet.index() > 0);
+        assert_eq!(SizeClass::all().count(), NUM_CLASSES);
+        assert!(SizeClass::all()
+            .zip(SizeClass::all().skip(1))
+            .all(|(a, b)| a < b));
+    }
+
+    #[test]
     fn lookup_table_agrees_with_arithmetic() {
         for size in 0..=SMALL_LOOKUP_MAX {
             for align in [1, 2, 4, 8, 16] {
