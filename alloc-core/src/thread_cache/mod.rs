@@ -111,8 +111,15 @@ mod engine {
 
         #[inline(always)]
         pub(super) fn hot(&self, class: SizeClass) -> &HotSlot {
-            // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
-            unsafe { self.hot.get_unchecked(class.index()) }
+            const _: () =
+                assert!(core::mem::size_of::<HotSlot>() == crate::size_class::RECORD_STRIDE);
+            // SAFETY: `record_offset() == index() * size_of::<HotSlot>()`
+            // with `index() < NUM_CLASSES` (SizeClass invariant; the size
+            // asserted above), so the slot lies inside the array. By the
+            // offset, not the index: where the class reached this point
+            // through a merge of paths, the compiler would otherwise mask
+            // the offset's low bits back off.
+            unsafe { &*self.hot.as_ptr().byte_add(class.record_offset()) }
         }
 
         #[inline(always)]
