@@ -221,11 +221,14 @@ impl SizeClass {
         // separate tests instead of `size.max(align)` and a combined one,
         // which cost an alignment that is not a compile-time constant five
         // more instructions on every call.
-        if size <= SMALL_LOOKUP_MAX && align <= 8 {
-            // SAFETY: `size <= SMALL_LOOKUP_MAX`, tested just above.
+        if size > SMALL_LOOKUP_MAX {
+            return None;
+        }
+        if align <= 8 {
+            // SAFETY: `size <= SMALL_LOOKUP_MAX`, tested above.
             return Some(unsafe { Self::small(size) });
         }
-        if size <= SMALL_LOOKUP_MAX && align <= FAST_ALIGN_MAX {
+        if align <= FAST_ALIGN_MAX {
             // `size.max(align)` sends an 8-byte request with 16-byte
             // alignment to the 16-byte class (every class from 16 bytes up
             // is a multiple of 16); it is at most `SMALL_LOOKUP_MAX` too.

@@ -61,7 +61,7 @@ const NODE_SPAN: usize = offset_of!(CpuCache, node_span);
 /// Offsets in a class's [`ClassSlots`], from its main slot.
 const MAIN_LEN: usize = offset_of!(ClassSlots, len);
 /// The same offsets from the first class's record: the pop and push take
-/// the class's [`super::record_offset`] (shared with the thread's hot slot,
+/// the class's [`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset) (shared with the thread's hot slot,
 /// so computed once where both attempts inline) and add these as constant
 /// displacements.
 const FIRST_MAIN: usize = super::CLASSES_OFFSET + offset_of!(ClassSlots, main);
@@ -182,7 +182,7 @@ const _: () = assert!(core::mem::size_of::<crate::node::NodeId>() == 2);
 const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1);
 
 /// Pops an object from the main sheaf of the class whose record is at
-/// `record` ([`super::record_offset`]) of the current CPU's cache;
+/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the current CPU's cache;
 /// null if the CPU has no cache, it is being drained, or the sheaf is
 /// empty.
 ///
@@ -266,7 +266,7 @@ macro_rules! push_section {
 }
 
 /// Pushes `object` onto the main sheaf of the class whose record is at
-/// `record` ([`super::record_offset`]) of the current CPU's cache if the
+/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the current CPU's cache if the
 /// object's home is that CPU's
 /// node (its address lies in the node's arena region, which the cache
 /// records) and the sheaf has room; false otherwise.
@@ -317,7 +317,7 @@ pub unsafe fn push(
 }
 
 /// Pushes `object` onto the remote batch of the class whose record is at
-/// `record` ([`super::record_offset`]) of the current CPU's cache if that
+/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the current CPU's cache if that
 /// batch's objects have home
 /// `home`, the cache is not stopped and the batch has room; false
 /// otherwise. A batch's length and capacity are in its header (batches
@@ -380,7 +380,7 @@ pub unsafe fn push_batch(
 ///
 /// # Safety
 ///
-/// 1. and 2. as [`pop`]; `record` is a class's [`super::record_offset`].
+/// 1. and 2. as [`pop`]; `record` is a class's [`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset).
 /// 3. The CPU has AVX, and the OS saves its registers (`super::has_avx`).
 #[inline(never)]
 #[target_feature(enable = "avx")]

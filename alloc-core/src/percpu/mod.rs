@@ -99,6 +99,11 @@ pub(crate) struct ClassSlots {
     remote: AtomicPtr<Sheaf>,
 }
 
+// A class's record is at its `SizeClass::record_offset` from the first
+// record, the same offset as its hot slot in a thread (also 32 bytes), so
+// where both attempts inline the lookup table's value addresses both.
+const _: () = assert!(core::mem::size_of::<ClassSlots>() == crate::size_class::RECORD_STRIDE);
+
 impl ClassSlots {
     /// Every slot the empty sheaf.
     const fn empty() -> Self {
@@ -121,28 +126,16 @@ pub(crate) enum Slot {
 }
 
 /// Byte offset of the first class's record in a [`CpuCache`]: the
-/// sections add it as a constant displacement to [`record_offset`].
+/// sections add it as a constant displacement to
+/// [`SizeClass::record_offset`].
 pub(crate) const CLASSES_OFFSET: usize = offset_of!(CpuCache, classes);
-
-/// Byte offset of `class`'s record from the first record: the class's
-/// [`SizeClass::record_offset`] (its index times 32), the same offset as
-/// the thread's hot slot of the class (also 32 bytes), so where both
-/// attempts are inlined it is the lookup table's value, used as it is.
-#[inline(always)]
-pub(crate) fn record_offset(class: SizeClass) -> usize {
-    const _: () = assert!(core::mem::size_of::<ClassSlots>() == crate::size_class::RECORD_STRIDE);
-    const _: () = assert!(
-        core::mem::size_of::<crate::thread_cache::HotSlot>() == crate::size_class::RECORD_STRIDE
-    );
-    class.record_offset()
-}
 
 impl Slot {
     /// Byte offset of the slot of `class` in a [`CpuCache`].
     #[inline(always)]
     pub(crate) fn offset(self, class: SizeClass) -> usize {
         // Cannot wrap: the record lies inside the cache.
-        let record = CLASSES_OFFSET.wrapping_add(record_offset(class));
+        let record = CLASSES_OFFSET.wrapping_add(class.record_offset());
         record.wrapping_add(match self {
             Slot::Main => offset_of!(ClassSlots, main),
             Slot::Spare => offset_of!(ClassSlots, spare),
@@ -424,7 +417,7 @@ pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
     {
         // SAFETY: duty 1; the table's entries point to live caches whose
         // slots always hold valid sheaves (CpuCache invariant).
-        let object = unsafe { cs::pop(rseq, CPU_CACHES.as_ptr(), record_offset(class)) };
+        let object = unsafe { cs::pop(rseq, CPU_CACHES.as_ptr(), class.record_offset()) };
         NonNull::new(object).map(NonNull::as_ptr)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -447,7 +440,7 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
         // SAFETY: duty 1, as in `pop`. The section tests the object's home
         // against the cache's node region: an address outside it (another
         // node, or outside the arena) misses, and the slow path sorts it.
-        unsafe { cs::push(rseq, CPU_CACHES.as_ptr(), record_offset(class), object) }
+        unsafe { cs::push(rseq, CPU_CACHES.as_ptr(), class.record_offset(), object) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -489,7 +482,7 @@ pub(crate) unsafe fn swap_spare(
             cs::swap_spare(
                 rseq,
                 CPU_CACHES.as_ptr(),
-                record_offset(class),
+                class.record_offset(),
                 capacity,
                 has,
             )

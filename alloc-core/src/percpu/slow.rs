@@ -398,7 +398,7 @@ unsafe fn push_to_batch(rseq: *mut u8, class: SizeClass, object: *mut u8, home: 
             super::cs::push_batch(
                 rseq,
                 super::CPU_CACHES.as_ptr(),
-                super::record_offset(class),
+                class.record_offset(),
                 object,
                 home.index(),
             )

@@ -111,11 +111,9 @@ mod engine {
 
         #[inline(always)]
         pub(super) fn hot(&self, class: SizeClass) -> &HotSlot {
-            const _: () =
-                assert!(core::mem::size_of::<HotSlot>() == crate::size_class::RECORD_STRIDE);
             // SAFETY: `record_offset() == index() * size_of::<HotSlot>()`
-            // with `index() < NUM_CLASSES` (SizeClass invariant; the size
-            // asserted above), so the slot lies inside the array. By the
+            // with `index() < NUM_CLASSES` (SizeClass invariant; the size is
+            // asserted at `HotSlot`), so the slot lies inside the array. By the
             // offset, not the index: where the class reached this point
             // through a merge of paths, the compiler would otherwise mask
             // the offset's low bits back off.

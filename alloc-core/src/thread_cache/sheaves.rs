@@ -35,6 +35,10 @@ pub struct HotSlot {
     frees: AtomicU64,
 }
 
+// A class's hot slot is at its `SizeClass::record_offset` in the array, the
+// same offset as its record in a CPU's cache (also 32 bytes).
+const _: () = assert!(core::mem::size_of::<HotSlot>() == crate::size_class::RECORD_STRIDE);
+
 impl HotSlot {
     /// A slot with no sheaf installed.
     pub const fn new() -> Self {
