@@ -146,8 +146,9 @@ pub fn on_free(ptr: *mut u8, class: SizeClass) {
     // Cannot wrap: a slab is at least one chunk, and the slab starts at or
     // below `ptr`.
     let slab_base = ptr as usize & !crate::slab::slab_bytes(class).wrapping_sub(1);
-    let offset = (ptr as usize).wrapping_sub(slab_base);
-    if offset.checked_rem(class.object_size()) != Some(0) {
+    let first = slab_base.wrapping_add(crate::colour::offset(class, slab_base));
+    let offset = (ptr as usize).checked_sub(first);
+    if offset.and_then(|offset| offset.checked_rem(class.object_size())) != Some(0) {
         fail(b"free of an interior pointer", ptr, class);
     }
     let (word, mask) = bit(node, ptr as usize);

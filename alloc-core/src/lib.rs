@@ -92,6 +92,7 @@ pub mod sync;
 
 #[cfg(not(loom))]
 pub mod capacity_spec;
+pub mod colour;
 pub mod counters;
 pub mod node;
 pub mod size_class;

@@ -15,12 +15,14 @@
 //!
 //! # Alignment
 //!
-//! Slabs start on a [`crate::slab::CHUNK_BYTES`] boundary, so an object of a
-//! class is aligned to the largest power of two dividing the class size
-//! (capped by the chunk size). Every class but the first is a multiple of
-//! 16. A layout with a larger alignment takes the smallest class whose size
-//! is a multiple of the alignment; [`SizeClass::for_layout`] is the single
-//! function that decides, so `alloc` and `dealloc` always agree.
+//! Slabs start on a 64 KiB chunk boundary, so an object of a class is
+//! aligned to the largest power of two dividing the class size (capped by
+//! the chunk size), or to at most a cache line where slab colouring shifts
+//! the slab's objects ([`crate::colour`]: e.g. 2304 B). Every class but the
+//! first is a multiple of 16. A layout with a larger alignment takes the
+//! smallest class whose objects all have it ([`SizeClass::alignment`]);
+//! [`SizeClass::for_layout`] is the single function that decides, so
+//! `alloc` and `dealloc` always agree.
 //!
 //! This module never touches memory other than its constant tables.
 
@@ -292,7 +294,9 @@ impl SizeClass {
         Self::for_aligned_layout(size, align)
     }
 
-    /// Alignment above 16: the smallest class that is a multiple of `align`.
+    /// Alignment above 16: the smallest class whose objects all have
+    /// `align` (a multiple of it, and not coloured if `align` is above a
+    /// cache line).
     #[cold]
     fn for_aligned_layout(size: usize, align: usize) -> Option<Self> {
         if align > MAX_CLASS_ALIGN {
@@ -304,13 +308,14 @@ impl SizeClass {
         }
         (class_index_of_size(size)..NUM_CLASSES)
             .map(SizeClass::of_index)
-            .find(|class| class.object_size().checked_rem(align) == Some(0))
+            .find(|class| class.alignment() >= align)
     }
 
-    /// Alignment every object of this class has.
+    /// Alignment every object of this class has: the largest power of two
+    /// dividing its size, at most a cache line if its slabs are coloured
+    /// (see [`crate::colour`]).
     pub fn alignment(self) -> usize {
-        let size = self.object_size();
-        (1usize << size.trailing_zeros()).min(MAX_CLASS_ALIGN)
+        crate::colour::alignment(self, MAX_CLASS_ALIGN)
     }
 
     /// The class whose name is `name` (`"size-256"`), if any.

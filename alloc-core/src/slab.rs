@@ -25,6 +25,7 @@
 use core::ptr::{self, NonNull};
 
 use crate::arena::{self, CHUNK_BYTES};
+use crate::colour;
 use crate::node::NodeId;
 use crate::os;
 use crate::size_class::SizeClass;
@@ -107,6 +108,10 @@ pub fn slab_order(class: SizeClass) -> usize {
         .find(|&order| eight_objects <= CHUNK_BYTES << order)
         .unwrap_or(arena::MAX_SLAB_ORDER)
 }
+
+// Colouring assumes that every class it colours has one-chunk slabs (and
+// `colour::offset` numbers slabs by that size); the tests check the classes.
+const _: () = assert!(CHUNK_BYTES == colour::COLOURED_SLAB_BYTES);
 
 /// Bytes of one slab of `class`.
 pub fn slab_bytes(class: SizeClass) -> usize {
@@ -206,6 +211,9 @@ impl SlabList {
         // is held (SlabMeta guard rule); its entry is committed.
         let meta = unsafe { &mut *arena::meta(node, slab) };
         let base = arena::chunk_address(node, slab);
+        // Coloured classes carve from an offset of a few lines (see
+        // `colour`); the free list holds whatever addresses came back.
+        let first = base.wrapping_add(colour::offset(class, base));
         let size = class.object_size();
         // The free list first (carving never adds to it), then never-used
         // objects off the slab's start.
@@ -219,8 +227,9 @@ impl SlabList {
                 object.cast()
             } else if meta.carved < meta.capacity {
                 // Cannot wrap: `carved < capacity`, so the object lies
-                // inside the slab, and the count stays within `capacity`.
-                let object = base.wrapping_add((meta.carved as usize).wrapping_mul(size));
+                // inside the slab (a colour leaves room for `capacity`
+                // objects), and the count stays within `capacity`.
+                let object = first.wrapping_add((meta.carved as usize).wrapping_mul(size));
                 meta.carved = meta.carved.wrapping_add(1);
                 object as *mut u8
             } else {
@@ -559,7 +568,11 @@ mod tests {
                     for &object in &buffer {
                         let addr = object as usize;
                         prop_assert!(seen.insert(addr), "object {:#x} handed out twice", addr);
-                        prop_assert_eq!((addr - (addr & slab_mask)) % size, 0, "object not on a slot boundary");
+                        let slab_base = addr & slab_mask;
+                        let first = slab_base + colour::offset(class, slab_base);
+                        prop_assert!(addr >= first, "object {:#x} before the slab's first", addr);
+                        prop_assert_eq!((addr - first) % size, 0, "object not on a slot boundary");
+                        prop_assert_eq!(addr % class.alignment(), 0, "object {:#x} misaligned", addr);
                         prop_assert!(arena::home_node(addr) == Some(node));
                         out.push(object);
                     }
@@ -583,6 +596,42 @@ mod tests {
             prop_assert_eq!(returned, slabs * slab_bytes(class) as u64);
             prop_assert_eq!(list.counts().slabs, 0);
         }
+    }
+
+    #[test]
+    fn coloured_classes_have_one_chunk_slabs_and_carve_from_their_colour() {
+        for class in SizeClass::all().filter(|&class| colour::is_coloured(class)) {
+            assert_eq!(
+                slab_bytes(class),
+                colour::COLOURED_SLAB_BYTES,
+                "{}",
+                class.name()
+            );
+        }
+        // Slabs of the packet buffer class, taken one after another, start
+        // their objects at more than one offset, each the slab's colour.
+        let class = SizeClass::for_layout(2112, 8).unwrap();
+        let node = NodeId::ZERO;
+        let mut list = list_for_test();
+        let per_slab = slab_bytes(class) / class.object_size();
+        let mut starts = HashSet::new();
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            // A whole slab each time: the list has no partial slab left.
+            let mut buffer = std::vec![core::ptr::null_mut(); per_slab];
+            assert_eq!(list.refill(node, class, &mut buffer), per_slab);
+            let first = buffer[0] as usize;
+            let base = first & !(slab_bytes(class) - 1);
+            assert_eq!(first - base, colour::offset(class, base));
+            assert!(buffer
+                .iter()
+                .all(|&object| object as usize & !(slab_bytes(class) - 1) == base));
+            starts.insert(first - base);
+            out.extend(buffer);
+        }
+        assert!(starts.len() > 1, "every slab started at {starts:?}");
+        // SAFETY: handed out just above, returned once.
+        unsafe { list.flush(node, class, &out, 0) };
     }
 
     #[test]

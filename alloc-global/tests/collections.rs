@@ -60,6 +60,42 @@ fn large_and_over_aligned_allocations_work() {
 }
 
 #[test]
+fn over_aligned_requests_in_coloured_classes_keep_their_alignment() {
+    // Sizes whose classes are coloured (their slabs start objects at a
+    // line offset: 1152, 1536, 2304, 3072, 7168 B), asked for with every
+    // alignment from a line to a page, many at a time so that they span
+    // several slabs and colours; every block is aligned, filled and
+    // checked before it is freed.
+    use std::alloc::{alloc, dealloc, Layout};
+    for size in [1100, 1500, 2112, 3000, 7000] {
+        for align in [16, 32, 64, 128, 256, 512, 4096] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let blocks: Vec<*mut u8> = (0..80)
+                .map(|i| {
+                    // SAFETY: a non-zero size.
+                    let block = unsafe { alloc(layout) };
+                    assert!(!block.is_null());
+                    assert_eq!(block as usize % align, 0, "size {size} align {align}");
+                    // SAFETY: a fresh block of `size` bytes.
+                    unsafe { block.write_bytes(i as u8, size) };
+                    block
+                })
+                .collect();
+            for (i, &block) in blocks.iter().enumerate() {
+                // SAFETY: filled above, still live.
+                let bytes = unsafe { std::slice::from_raw_parts(block, size) };
+                assert!(
+                    bytes.iter().all(|&b| b == i as u8),
+                    "size {size} align {align}"
+                );
+                // SAFETY: allocated above with `layout`, freed once.
+                unsafe { dealloc(block, layout) };
+            }
+        }
+    }
+}
+
+#[test]
 fn stats_count_allocations_of_the_right_cache() {
     let before = sheafalloc::cache("size-2304").unwrap();
     let buffers: Vec<Vec<u8>> = (0..500).map(|_| Vec::with_capacity(2112)).collect();
