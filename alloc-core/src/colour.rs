@@ -83,20 +83,6 @@ pub fn offset(class: SizeClass, slab_base: usize) -> usize {
     (slab_number.checked_rem(colours).unwrap_or(0)).wrapping_mul(COLOUR_STEP)
 }
 
-/// The alignment every object of `class` has: the largest power of two
-/// dividing its size (slabs are aligned to their size, at least
-/// `COLOURED_SLAB_BYTES`), at most [`COLOUR_STEP`] if it is coloured, and
-/// at most `cap`.
-pub fn alignment(class: SizeClass, cap: usize) -> usize {
-    let size = class.object_size();
-    let natural = (1usize << size.trailing_zeros()).min(cap);
-    if is_coloured(class) {
-        natural.min(COLOUR_STEP)
-    } else {
-        natural
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,7 +93,7 @@ mod tests {
         assert_eq!(packet.object_size(), 2304);
         // 28 objects in 64 KiB leave 1024 bytes: offsets 0, 64, …, 1024.
         assert_eq!(colours(packet), 17);
-        assert_eq!(alignment(packet, usize::MAX), COLOUR_STEP);
+        assert_eq!(packet.alignment(), COLOUR_STEP);
         for size in [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192] {
             let class = SizeClass::for_layout(size, 8).unwrap();
             assert_eq!(class.object_size(), size);
@@ -136,7 +122,7 @@ mod tests {
                     "{}",
                     class.name()
                 );
-                assert_eq!((base + start) % alignment(class, usize::MAX), 0);
+                assert_eq!((base + start) % class.alignment(), 0);
             }
         }
     }

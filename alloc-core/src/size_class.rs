@@ -315,7 +315,12 @@ impl SizeClass {
     /// dividing its size, at most a cache line if its slabs are coloured
     /// (see [`crate::colour`]).
     pub fn alignment(self) -> usize {
-        crate::colour::alignment(self, MAX_CLASS_ALIGN)
+        let natural = (1usize << self.object_size().trailing_zeros()).min(MAX_CLASS_ALIGN);
+        if crate::colour::is_coloured(self) {
+            natural.min(crate::colour::COLOUR_STEP)
+        } else {
+            natural
+        }
     }
 
     /// The class whose name is `name` (`"size-256"`), if any.
