@@ -51,7 +51,7 @@ pub enum Workload {
 }
 
 /// The churn shapes, with their names.
-const CHURN: [(usize, usize, &str); 8] = [
+const CHURN: [(usize, usize, &str); 10] = [
     (256, 16, "churn-256x16"),
     (256, 64, "churn-256x64"),
     (256, 100, "churn-256x100"),
@@ -60,6 +60,8 @@ const CHURN: [(usize, usize, &str); 8] = [
     (2112, 64, "churn-2112x64"),
     (2112, 100, "churn-2112x100"),
     (2112, 256, "churn-2112x256"),
+    (4096, 16, "churn-4096x16"),
+    (4096, 100, "churn-4096x100"),
 ];
 
 /// Names that earlier versions of the suite used, and what they mean now.
@@ -82,7 +84,7 @@ const ALIASES: [(&str, Workload); 2] = [
 
 impl Workload {
     /// Every workload, in report order.
-    pub const ALL: [Workload; 26] = [
+    pub const ALL: [Workload; 28] = [
         Workload::Handoff1to1,
         Workload::Handoff4to4,
         Workload::Bursty,
@@ -125,6 +127,14 @@ impl Workload {
         Workload::Churn {
             size: 2112,
             burst: 256,
+        },
+        Workload::Churn {
+            size: 4096,
+            burst: 16,
+        },
+        Workload::Churn {
+            size: 4096,
+            burst: 100,
         },
         Workload::Tx1to1,
         Workload::Tx2to2,
