@@ -11,6 +11,7 @@ mod handlers;
 mod machine;
 mod modes;
 mod options;
+mod quiet_gate;
 mod report;
 mod results_file;
 mod suite;

@@ -1,6 +1,7 @@
 //! The command line: subcommands and flags.
 
 use crate::peers::{self, Peer};
+use crate::quiet_gate::QuietGate;
 use crate::workloads::{self, Workload};
 use sheafalloc_bench::service::catalog::Workload as ServiceWorkload;
 
@@ -27,6 +28,10 @@ usage:
       and makes suite.md and suite.svg from it (suite-quick.* with --quick,
       suite-partial.* with --only)
       --warmup S sets every run's warm-up (a steady state, e.g. 3)
+      --quiet-below NS [--quiet-wait S] gates every cross-thread run: it
+      waits (at most S seconds, default 120) for a core-to-core round trip
+      of at most NS, and is rerun (3 runs at most) while its own round
+      trip is above NS; the tuning and modes sweeps take the same flags
   sheafalloc-bench tuning [--rounds N] [--warmup S] [--seconds S] [--only W,...]
       the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
       the default capacities, and at fixed capacities 16..256 for every
@@ -140,6 +145,8 @@ pub struct SuiteOptions {
     pub partial: bool,
     /// Warm-up seconds of every run, if not the workloads' defaults.
     pub warmup: Option<f64>,
+    /// The gate in front of every cross-thread run, if asked for.
+    pub gate: Option<QuietGate>,
 }
 
 /// Options of a configuration sweep (`sheafalloc-bench tuning`, `modes`).
@@ -155,6 +162,8 @@ pub struct SweepOptions {
     pub only: Option<Vec<ServiceWorkload>>,
     /// Remake the report from this results file instead of running.
     pub replay: Option<std::path::PathBuf>,
+    /// The gate in front of every cross-thread run, if asked for.
+    pub gate: Option<QuietGate>,
 }
 
 fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
@@ -165,9 +174,14 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         seconds: 2.0,
         only: None,
         replay: None,
+        gate: None,
     };
+    let mut gate = GateFlags::default();
     let mut args = args.iter();
     while let Some(arg) = args.next() {
+        if gate.parse(arg, &mut args)? {
+            continue;
+        }
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--rounds" => options.rounds = parse_rounds(args.next())?,
@@ -191,6 +205,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    options.gate = gate.finish()?;
     Ok(if modes {
         Command::Modes(options)
     } else {
@@ -242,8 +257,12 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
     let mut warmup = None;
     let mut quick = false;
     let mut only: Option<Vec<SuitePart>> = None;
+    let mut gate = GateFlags::default();
     let mut args = args.iter();
     while let Some(arg) = args.next() {
+        if gate.parse(arg, &mut args)? {
+            continue;
+        }
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--quick" => quick = true,
@@ -283,8 +302,58 @@ fn parse_suite(args: &[String]) -> Result<Command, String> {
         parts,
         partial,
         warmup,
+        gate: gate.finish()?,
     }))
 }
+
+/// `--quiet-below NS` and `--quiet-wait S`, shared by the suite and the
+/// sweeps.
+#[derive(Default)]
+struct GateFlags {
+    below_ns: Option<f64>,
+    wait: Option<f64>,
+}
+
+impl GateFlags {
+    /// Takes `arg` (and its value from `rest`) if it is a gate flag.
+    fn parse<'a>(
+        &mut self,
+        arg: &str,
+        rest: &mut impl Iterator<Item = &'a String>,
+    ) -> Result<bool, String> {
+        match arg {
+            "--quiet-below" => {
+                let value = rest.next().ok_or("--quiet-below needs nanoseconds")?;
+                let ns: f64 = value
+                    .parse()
+                    .map_err(|_| format!("bad --quiet-below {value:?}"))?;
+                if !(10.0..=1_000_000.0).contains(&ns) {
+                    return Err(format!(
+                        "--quiet-below {ns} is out of range (10..=1000000 ns)"
+                    ));
+                }
+                self.below_ns = Some(ns);
+            }
+            "--quiet-wait" => self.wait = Some(parse_seconds("--quiet-wait", rest.next())?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn finish(self) -> Result<Option<QuietGate>, String> {
+        match (self.below_ns, self.wait) {
+            (None, Some(_)) => Err("--quiet-wait needs --quiet-below".into()),
+            (None, None) => Ok(None),
+            (Some(below_ns), wait) => Ok(Some(QuietGate {
+                below_ns,
+                max_wait: std::time::Duration::from_secs_f64(wait.unwrap_or(DEFAULT_QUIET_WAIT_S)),
+            })),
+        }
+    }
+}
+
+/// How long a gated run waits for a quiet probe, by default.
+pub const DEFAULT_QUIET_WAIT_S: f64 = 120.0;
 
 fn parse_report(args: &[String]) -> Result<Command, String> {
     let (mut results, mut readmes): (Option<std::path::PathBuf>, Option<Vec<_>>) = (None, None);
@@ -494,5 +563,39 @@ mod tests {
         };
         assert_eq!(old_names.parts.len(), 2);
         assert!(parse(&args(&["suite", "--rounds", "0"])).is_err());
+        assert_eq!(some.gate, None);
+    }
+
+    #[test]
+    fn parses_the_quiet_gate() {
+        let Ok(Command::Suite(gated)) = parse(&args(&["suite", "--quiet-below", "1000"])) else {
+            panic!("suite --quiet-below parses");
+        };
+        let gate = gated.gate.expect("a gate");
+        assert_eq!(gate.below_ns, 1000.0);
+        assert_eq!(gate.max_wait.as_secs_f64(), DEFAULT_QUIET_WAIT_S);
+        let Ok(Command::Modes(modes)) = parse(&args(&[
+            "modes",
+            "--quiet-wait",
+            "30",
+            "--quiet-below",
+            "500",
+            "--rounds",
+            "2",
+        ])) else {
+            panic!("modes with a gate parses");
+        };
+        let gate = modes.gate.expect("a gate");
+        assert_eq!((gate.below_ns, gate.max_wait.as_secs()), (500.0, 30));
+        assert_eq!(modes.rounds, 2);
+        for bad in [
+            &["suite", "--quiet-wait", "30"][..],
+            &["suite", "--quiet-below"],
+            &["suite", "--quiet-below", "fast"],
+            &["tuning", "--quiet-below", "0"],
+            &["tuning", "--quiet-below", "500", "--quiet-wait", "-1"],
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad:?} is refused");
+        }
     }
 }

@@ -19,6 +19,7 @@ use sheafalloc_bench::service::catalog::Workload;
 use sheafalloc_bench::summary;
 
 use crate::options::SweepOptions;
+use crate::quiet_gate::ThisMachine;
 use crate::suite::{binaries, spawn};
 
 /// One configuration: a name for the report and the environment it adds.
@@ -238,8 +239,21 @@ pub fn run(
         let names: Vec<&str> = only.iter().map(|w| w.name()).collect();
         format!(" --only {}", names.join(","))
     });
+    let (gate_flags, gate_words) = options.gate.map_or_else(
+        || (String::new(), String::new()),
+        |gate| {
+            (
+                format!(
+                    " --quiet-below {} --quiet-wait {}",
+                    gate.below_ns,
+                    gate.max_wait.as_secs_f64()
+                ),
+                format!("; {}", gate.describe()),
+            )
+        },
+    );
     let provenance = format!(
-        "`sheafalloc-bench {name} --rounds {} --warmup {} --seconds {}{only}`; commit {commit}; {}",
+        "`sheafalloc-bench {name} --rounds {} --warmup {} --seconds {}{only}{gate_flags}`; commit {commit}; {}{gate_words}",
         options.rounds,
         options.warmup,
         options.seconds,
@@ -260,7 +274,7 @@ pub fn run(
             for slot in 0..configs.len() {
                 let c = (slot + round) % configs.len();
                 let config = &configs[c];
-                let outcome = spawn::run(&spawn::Invocation {
+                let invocation = spawn::Invocation {
                     binary: &binary,
                     args: vec![
                         workload.name().to_owned(),
@@ -272,7 +286,13 @@ pub fn run(
                     numa_nodes: None,
                     env: config.env.clone(),
                     limit: Duration::from_secs_f64(options.warmup + options.seconds + 60.0),
-                });
+                };
+                let outcome = match options.gate {
+                    Some(gate) if workload.cross_thread() => {
+                        gate.run(&mut ThisMachine::new(), || spawn::run(&invocation))
+                    }
+                    _ => spawn::run(&invocation),
+                };
                 match outcome {
                     Ok(record) => {
                         let value = record.number("value");

@@ -22,6 +22,7 @@ use sheafalloc_bench::peers::{self, Peer};
 use sheafalloc_bench::service::{self, catalog::Workload};
 
 use crate::options::{SuiteOptions, SuitePart};
+use crate::quiet_gate::ThisMachine;
 use jobs::Job;
 use results_log::{At, Header, Writer};
 
@@ -186,14 +187,20 @@ fn run_round(
                 args.push("--cpus".into());
                 args.push(format!("{a},{b}"));
             }
-            let mut outcome = spawn::run(&spawn::Invocation {
+            let invocation = spawn::Invocation {
                 binary,
                 args,
                 numa_nodes: variant.numa_nodes,
                 env: Vec::new(),
                 limit: time_limit(job.workload, options.quick)
                     + Duration::from_secs_f64(options.warmup.unwrap_or(0.0)),
-            });
+            };
+            let mut outcome = match options.gate {
+                Some(gate) if job.workload.cross_thread() => {
+                    gate.run(&mut ThisMachine::new(), || spawn::run(&invocation))
+                }
+                _ => spawn::run(&invocation),
+            };
             if let Err(error) = &outcome {
                 eprintln!("round {round}: {} failed: {error}", peer.name());
             }

@@ -127,6 +127,9 @@ fn header(cx: &Context<'_>) -> String {
          vCPUs during that run, which moves cross-thread throughput by 2-5x; compare \
          allocators only on rounds with similar round trips."
     );
+    if let Some(line) = gate_line(cx) {
+        let _ = writeln!(out, "- {line}");
+    }
     let jemalloc_debug = cx
         .results
         .jobs
@@ -141,6 +144,33 @@ fn header(cx: &Context<'_>) -> String {
     );
     out.push('\n');
     out
+}
+
+/// What the quiet gate (`--quiet-below`) did, if the run had one: how many
+/// runs it gated, reran and still reports as noisy, and how long it waited.
+fn gate_line(cx: &Context<'_>) -> Option<String> {
+    let gated: Vec<_> = cx
+        .results
+        .jobs
+        .iter()
+        .flat_map(|job| {
+            (0..job.variants.len())
+                .flat_map(move |v| peers::ALL.into_iter().flat_map(move |p| job.records(v, p)))
+        })
+        .filter(|r| r.get("gate_attempts").is_some())
+        .collect();
+    let limit = gated.first()?.number("gate_ns");
+    let reruns: f64 = gated.iter().map(|r| r.number("gate_attempts") - 1.0).sum();
+    let noisy = gated
+        .iter()
+        .filter(|r| r.get("gate_quiet") != Some("true"))
+        .count();
+    let waited: f64 = gated.iter().map(|r| r.number("gate_wait_s")).sum();
+    Some(format!(
+        "Quiet gate: each of the {} cross-thread runs waited for a round trip ≤ {limit:.0} ns          (at most {} runs each); {reruns:.0} reruns replaced runs whose own round trip was above          it (their values are in the results file, `gate_replaced`), {noisy} runs stayed above it          after the last attempt, {waited:.0} s were spent waiting.",
+        gated.len(),
+        crate::quiet_gate::ATTEMPTS,
+    ))
 }
 
 /// A number with a precision that suits its size.
