@@ -68,13 +68,21 @@ fn main() {
         Command::Suite(options) => suite::run(&options),
         Command::Tuning(options) => tuning::run(&options),
         Command::Modes(options) => modes::run(&options),
-        Command::Report { results, readmes } => report_command(results, readmes),
+        Command::Report {
+            results,
+            readmes,
+            regions,
+        } => report_command(results, readmes, regions),
     }
 }
 
 /// `sheafalloc-bench report`: regenerates a results file's report and the
 /// README tables.
-fn report_command(results: Option<std::path::PathBuf>, readmes: Option<Vec<std::path::PathBuf>>) {
+fn report_command(
+    results: Option<std::path::PathBuf>,
+    readmes: Option<Vec<std::path::PathBuf>>,
+    regions: Option<Vec<String>>,
+) {
     let dir = suite::results_dir();
     let results = results.unwrap_or_else(|| {
         let full = dir.join("suite.jsonl");
@@ -94,6 +102,7 @@ fn report_command(results: Option<std::path::PathBuf>, readmes: Option<Vec<std::
     let request = suite::regenerate::Request {
         results,
         readmes,
+        regions,
         print: false,
     };
     if let Err(error) = suite::regenerate::run(&request) {

@@ -46,9 +46,11 @@ usage:
       remakes a sweep's report (and, for a full run, its README table)
       from its results file, without running anything
   sheafalloc-bench report [RESULTS.jsonl] [--readme FILE]... [--no-readme]
+          [--region NAME]...
       regenerates the report and chart of a results file (default:
       bench/results/suite.jsonl, else suite-quick.jsonl) and the generated
-      tables of bench/README.md (or of each FILE given)
+      tables of bench/README.md (or of each FILE given); with --region,
+      only the regions named (provenance, targets, summary, host-states)
 
 The table goes to stdout and to bench/results/latest.md; progress to stderr.";
 
@@ -115,6 +117,8 @@ pub enum Command {
         results: Option<std::path::PathBuf>,
         /// READMEs to update (`None`: bench/README.md).
         readmes: Option<Vec<std::path::PathBuf>>,
+        /// Only these generated regions (`None`: every one).
+        regions: Option<Vec<String>>,
     },
     /// Print usage.
     Help,
@@ -357,6 +361,7 @@ pub const DEFAULT_QUIET_WAIT_S: f64 = 120.0;
 
 fn parse_report(args: &[String]) -> Result<Command, String> {
     let (mut results, mut readmes): (Option<std::path::PathBuf>, Option<Vec<_>>) = (None, None);
+    let mut regions: Option<Vec<String>> = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -366,12 +371,20 @@ fn parse_report(args: &[String]) -> Result<Command, String> {
                 readmes.get_or_insert_with(Vec::new).push(file.into());
             }
             "--no-readme" => readmes = Some(Vec::new()),
+            "--region" => {
+                let name = args.next().ok_or("--region needs a region name")?;
+                regions.get_or_insert_with(Vec::new).push(name.clone());
+            }
             other if other.starts_with('-') => return Err(format!("unknown argument {other:?}")),
             file if results.is_none() => results = Some(file.into()),
             other => return Err(format!("a second results file {other:?}")),
         }
     }
-    Ok(Command::Report { results, readmes })
+    Ok(Command::Report {
+        results,
+        readmes,
+        regions,
+    })
 }
 
 /// Default rounds of the comparison.
@@ -513,18 +526,30 @@ mod tests {
 
     #[test]
     fn parses_report() {
-        let Ok(Command::Report { results, readmes }) = parse(&args(&[
+        let Ok(Command::Report {
+            results,
+            readmes,
+            regions,
+        }) = parse(&args(&[
             "report", "r.jsonl", "--readme", "a.md", "--readme", "b.md",
-        ])) else {
+        ]))
+        else {
             panic!("report parses");
         };
         assert_eq!(results, Some("r.jsonl".into()));
         assert_eq!(readmes, Some(vec!["a.md".into(), "b.md".into()]));
-        let Ok(Command::Report { results, readmes }) = parse(&args(&["report", "--no-readme"]))
+        assert_eq!(regions, None);
+        let Ok(Command::Report {
+            results,
+            readmes,
+            regions,
+        }) = parse(&args(&["report", "--no-readme", "--region", "host-states"]))
         else {
             panic!("report --no-readme parses");
         };
         assert_eq!((results, readmes), (None, Some(vec![])));
+        assert_eq!(regions, Some(vec!["host-states".to_owned()]));
+        assert!(parse(&args(&["report", "--region"])).is_err());
         assert!(parse(&args(&["report", "a", "b"])).is_err());
     }
 

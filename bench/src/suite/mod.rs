@@ -6,6 +6,7 @@
 
 pub(crate) mod binaries;
 mod chart;
+mod host_states;
 mod jobs;
 pub mod readme;
 pub mod regenerate;
@@ -105,6 +106,7 @@ pub fn run(options: &SuiteOptions) {
     let request = regenerate::Request {
         results: log.path().to_owned(),
         readmes: Vec::new(),
+        regions: None,
         print: true,
     };
     if let Err(error) = regenerate::run(&request) {

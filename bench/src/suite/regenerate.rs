@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::results_log::{self, Results};
-use super::{chart, readme, table, targets};
+use super::{chart, host_states, readme, table, targets};
 use crate::report;
 
 /// What to regenerate.
@@ -16,6 +16,8 @@ pub struct Request {
     pub results: PathBuf,
     /// READMEs whose generated regions to replace.
     pub readmes: Vec<PathBuf>,
+    /// Only these regions (`None`: every one).
+    pub regions: Option<Vec<String>>,
     /// Print the report on stdout.
     pub print: bool,
 }
@@ -55,7 +57,15 @@ pub fn run(request: &Request) -> Result<(), String> {
     std::fs::write(&markdown_path, &markdown)
         .map_err(|e| format!("{}: {e}", markdown_path.display()))?;
     eprintln!("wrote {}", markdown_path.display());
-    let regions = readme_regions(&results, &source, &file_name(&markdown_path));
+    let mut regions = readme_regions(&results, &source, &file_name(&markdown_path));
+    if let Some(only) = &request.regions {
+        for name in only {
+            if !regions.iter().any(|(n, _)| n == name) {
+                return Err(format!("no generated region {name:?}"));
+            }
+        }
+        regions.retain(|(name, _)| only.iter().any(|o| o == name));
+    }
     for path in &request.readmes {
         match readme::update(path, &regions) {
             Ok(names) if names.is_empty() => {
@@ -103,11 +113,22 @@ fn readme_regions(
             .collect::<Vec<_>>()
             .join("\n")
     };
-    vec![
+    let host_states = host_states::table(&results.jobs).map(|table| {
+        format!(
+            "From `bench/results/{source}` (every round: `bench/results/{report_file}`): commit \
+             {commit}, {} rounds, `{}`; medians within each host state, runs in brackets.\n\n{table}",
+            h.rounds, h.command
+        )
+    });
+    let mut regions = vec![
         ("provenance", provenance),
         ("targets", strip_heading(targets::section(&results.jobs))),
         ("summary", strip_heading(table::summary(&plain))),
-    ]
+    ];
+    // Without a cross-thread run there is no table, and a README keeps
+    // the one it has.
+    regions.extend(host_states.map(|table| ("host-states", table)));
+    regions
 }
 
 /// What the cross-thread runs' round trips say about the host during the

@@ -9,7 +9,7 @@ use sheafalloc_bench::service::catalog::Workload;
 
 use super::jobs::Job;
 use super::results_log::Results;
-use super::{sections, targets};
+use super::{host_states, sections, targets};
 use crate::report::{best_peer, bold_if_sheaf, factor};
 
 /// Everything the report shows beyond the results file itself.
@@ -29,6 +29,7 @@ pub fn report(cx: &Context<'_>) -> String {
     let jobs = &cx.results.jobs;
     let mut out = header(cx);
     out.push_str(&targets::section(jobs));
+    out.push_str(&host_states::section(jobs));
     let plain: Vec<&Job> = jobs.iter().filter(|j| !j.numa).collect();
     if !plain.is_empty() {
         out.push_str(&summary(&plain));
@@ -167,7 +168,10 @@ fn gate_line(cx: &Context<'_>) -> Option<String> {
         .count();
     let waited: f64 = gated.iter().map(|r| r.number("gate_wait_s")).sum();
     Some(format!(
-        "Quiet gate: each of the {} cross-thread runs waited for a round trip ≤ {limit:.0} ns          (at most {} runs each); {reruns:.0} reruns replaced runs whose own round trip was above          it (their values are in the results file, `gate_replaced`), {noisy} runs stayed above it          after the last attempt, {waited:.0} s were spent waiting.",
+        "Quiet gate: each of the {} cross-thread runs waited for a round trip ≤ {limit:.0} ns \
+         and was rerun while its own was above it (at most {} runs each); {reruns:.0} reruns \
+         replaced noisy runs (their values stay in the results file, `gate_replaced`), {noisy} \
+         runs were still above it after the last attempt, {waited:.0} s went to waiting.",
         gated.len(),
         crate::quiet_gate::ATTEMPTS,
     ))
