@@ -155,6 +155,7 @@ fn add_thread(stats: &mut CacheStats, view: SlotView) {
     stats.slow_path_frees = stats
         .slow_path_frees
         .wrapping_add(u64::from(view.slow_frees));
+    stats.spare_swaps = stats.spare_swaps.wrapping_add(u64::from(view.spare_swaps));
     stats.thread_main_objects = stats
         .thread_main_objects
         .saturating_add(u64::from(view.main_len));

@@ -23,6 +23,7 @@ use crate::node::NodeId;
 use crate::os;
 use crate::sheaf::Sheaf;
 use crate::size_class::SizeClass;
+use crate::thread_cache::sheaves::SlowPathCount;
 
 /// Attempts before an operation goes straight to the slabs.
 const ATTEMPTS: usize = 8;
@@ -160,8 +161,9 @@ pub(super) fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) {
     }
 }
 
-/// The single-section spare swap (`cs::swap_spare`), counted; false where
-/// it does not apply (then the replace-based steps below run).
+/// The single-section spare swap (`cs::swap_spare`), counted in `swaps`
+/// (the calling thread's pending count of the class's spare swaps); false
+/// where it does not apply (then the replace-based steps below run).
 ///
 /// # Safety
 ///
@@ -171,23 +173,26 @@ unsafe fn swap_in_spare(
     class: SizeClass,
     depot: &ClassDepot,
     has: SpareHas,
+    swaps: &SlowPathCount,
 ) -> bool {
     // SAFETY: duty 1.
     let swapped = unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) };
     if swapped {
-        CacheCounters::add(&depot.counters().spare_swaps, 1);
+        swaps.count(&depot.counters().spare_swaps);
     }
     swapped
 }
 
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
-/// `class` is empty. Null only if the OS refuses memory.
+/// `class` is empty. Null only if the OS refuses memory. Spare swaps are
+/// counted in `swaps`, the calling thread's pending count for the class
+/// (added to the shared counter in batches: no locked add per swap).
 ///
 /// # Safety
 ///
 /// 1. `rseq` is the calling thread's registered rseq area, and per-CPU
 ///    mode is in force.
-pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass) -> *mut u8 {
+pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass, swaps: &SlowPathCount) -> *mut u8 {
     let depot = ClassDepot::of(class);
     for _ in 0..ATTEMPTS {
         // SAFETY: duty 1.
@@ -197,7 +202,7 @@ pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass) -> *mut u8 {
         // 0. The spare has objects and the cache's capacity: one section
         // swaps it in.
         // SAFETY: duty 1.
-        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects) } {
+        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, swaps) } {
             continue;
         }
         let Some(here) = Here::now(rseq, class) else {
@@ -215,7 +220,7 @@ pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass) -> *mut u8 {
                     sync_capacity(&depot, owned);
                 }
                 if here.replace(Slot::Main, main, spare) {
-                    CacheCounters::add(&depot.counters().spare_swaps, 1);
+                    swaps.count(&depot.counters().spare_swaps);
                     here.park(&depot, main);
                 } else {
                     here.park(&depot, spare);
@@ -264,7 +269,7 @@ pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass) -> *mut u8 {
 /// 1. As [`alloc_slow`].
 /// 2. `object` is a free object of `class` of this allocator, no longer
 ///    used.
-pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
+pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8, swaps: &SlowPathCount) {
     let depot = ClassDepot::of(class);
     let Some(home) = crate::arena::home_node(object as usize) else {
         crate::invariant!(false, "free of a pointer outside the arena");
@@ -296,7 +301,7 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
         // 0. An empty spare of the cache's capacity: one section swaps it
         // in.
         // SAFETY: duty 1.
-        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::NoObjects) } {
+        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::NoObjects, swaps) } {
             continue;
         }
         let main = here.load(Slot::Main);
@@ -317,7 +322,7 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8) {
             };
             sync_capacity(&depot, empty);
             if here.replace(Slot::Main, main, empty.as_ptr()) {
-                CacheCounters::add(&depot.counters().spare_swaps, 1);
+                swaps.count(&depot.counters().spare_swaps);
                 here.park(&depot, main);
             } else {
                 here.park(&depot, empty.as_ptr());

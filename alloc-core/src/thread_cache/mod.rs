@@ -207,7 +207,9 @@ mod engine {
                     .alloc_slow(&ClassDepot::of(class), self.node.get())
             } else {
                 // SAFETY: the thread's rseq area, in per-CPU mode.
-                let object = unsafe { crate::percpu::alloc_slow(rseq, class) };
+                let object = unsafe {
+                    crate::percpu::alloc_slow(rseq, class, &self.cold(class).spare_swaps)
+                };
                 if !object.is_null() {
                     self.hot(class).count_alloc();
                 }
@@ -239,7 +241,9 @@ mod engine {
             if self.uses_cpu_caches() {
                 self.hot(class).count_free();
                 // SAFETY: the thread's rseq area, in per-CPU mode; duty 1.
-                return unsafe { crate::percpu::free_slow(rseq, class, object) };
+                return unsafe {
+                    crate::percpu::free_slow(rseq, class, object, &self.cold(class).spare_swaps)
+                };
             }
             self.follow_node();
             let depot = ClassDepot::of(class);

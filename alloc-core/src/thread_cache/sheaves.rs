@@ -121,6 +121,7 @@ impl HotSlot {
             main_len: self.len.load(Relaxed),
             slow_allocs: 0,
             slow_frees: 0,
+            spare_swaps: 0,
         }
     }
 
@@ -154,9 +155,11 @@ pub(crate) struct SlotView {
     pub frees: u64,
     pub capacity: u32,
     pub main_len: u32,
-    /// Slow paths not yet added to the cache's shared counters.
+    /// Slow paths and spare swaps not yet added to the cache's shared
+    /// counters.
     pub slow_allocs: u32,
     pub slow_frees: u32,
+    pub spare_swaps: u32,
 }
 
 /// The sheaves of one class in one thread, owned by the thread: only it
@@ -174,6 +177,11 @@ pub struct ColdSlot {
     pub(super) slow_allocs: SlowPathCount,
     #[cfg_attr(loom, allow(dead_code))]
     pub(super) slow_frees: SlowPathCount,
+    /// Spare swaps of this class (of the thread's own sheaves, or in
+    /// per-CPU mode of the CPU's, made by this thread) not yet added to
+    /// the cache's shared counter: most slow paths are spare swaps.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) spare_swaps: SlowPathCount,
 }
 
 impl ColdSlot {
@@ -185,13 +193,14 @@ impl ColdSlot {
             remote: Cell::new(ptr::null_mut()),
             slow_allocs: SlowPathCount::new(),
             slow_frees: SlowPathCount::new(),
+            spare_swaps: SlowPathCount::new(),
         }
     }
 }
 
-/// One thread's slow paths of one kind and class, added to the cache's
-/// shared counter [`SlowPathCount::PUBLISH_EVERY`] at a time instead of one
-/// by one.
+/// One thread's slow-path events of one kind and class (slow paths, spare
+/// swaps), added to the cache's shared counter
+/// [`SlowPathCount::PUBLISH_EVERY`] at a time instead of one by one.
 ///
 /// A shared counter's `lock add` on every slow path was the costliest
 /// instruction of a cross-node free (every remote free takes the slow
@@ -296,7 +305,7 @@ impl<'a> ClassSheaves<'a> {
         if !spare.is_null() && unsafe { (*spare).len } > 0 {
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare);
-            CacheCounters::add(&depot.counters().spare_swaps, 1);
+            self.cold.spare_swaps.count(&depot.counters().spare_swaps);
             return self.pop().unwrap_or(ptr::null_mut());
         }
         // 2. Trade the empty main for a full sheaf at the barn.
@@ -347,7 +356,7 @@ impl<'a> ClassSheaves<'a> {
                 self.cold.spare.set(main.as_ptr());
                 self.install(depot, empty.as_ptr());
                 self.sync_capacity(depot);
-                CacheCounters::add(&depot.counters().spare_swaps, 1);
+                self.cold.spare_swaps.count(&depot.counters().spare_swaps);
                 if self.push(object) {
                     return;
                 }

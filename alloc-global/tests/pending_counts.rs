@@ -1,0 +1,85 @@
+//! Events a thread counts on its own and adds to a cache's shared counters
+//! in batches (slow paths, spare swaps) are in every statistics snapshot
+//! while the thread lives, and none is lost or counted twice when it
+//! exits. In both modes: per-CPU spare swaps are counted by the thread
+//! that made them.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::mpsc;
+
+#[global_allocator]
+static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+
+/// A class nothing else in this test allocates.
+const CACHE: &str = "size-7168";
+const SIZE: usize = 7000;
+
+/// What a thread adds to a shared counter at once (the engine's
+/// `SlowPathCount::PUBLISH_EVERY`): fewer events than this are only in the
+/// snapshot if the reader adds what the thread has pending.
+const PUBLISH_EVERY: u64 = 32;
+
+#[test]
+fn a_live_threads_pending_spare_swaps_are_in_the_snapshot() {
+    let capacity = sheafalloc::cache(CACHE)
+        .expect("the cache exists")
+        .sheaf_capacity as usize;
+    let before = sheafalloc::cache(CACHE).unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    let (exit_tx, exit_rx) = mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        let layout = Layout::from_size_align(SIZE, 8).unwrap();
+        // Three times: take three sheaves' worth, then give them back. The
+        // frees fill main and then swap in the empty spare.
+        for round in 0..3u8 {
+            let objects: Vec<*mut u8> = (0..3 * capacity)
+                .map(|i| {
+                    // SAFETY: a valid, non-zero layout.
+                    let object = unsafe { GLOBAL.alloc(layout) };
+                    assert!(!object.is_null());
+                    // SAFETY: `SIZE` bytes were just allocated.
+                    unsafe { object.write_bytes(round ^ i as u8, SIZE) };
+                    object
+                })
+                .collect();
+            for (i, object) in objects.into_iter().enumerate() {
+                // SAFETY: written above, `SIZE` bytes.
+                let bytes = unsafe { std::slice::from_raw_parts(object, SIZE) };
+                assert!(bytes.iter().all(|&b| b == round ^ i as u8));
+                // SAFETY: allocated above with `layout`, freed once.
+                unsafe { GLOBAL.dealloc(object, layout) };
+            }
+        }
+        done_tx.send(()).unwrap();
+        // Live (and holding its pending counts) until the reader is done.
+        exit_rx.recv().unwrap();
+    });
+    done_rx.recv().unwrap();
+    let live = sheafalloc::cache(CACHE).unwrap();
+    exit_tx.send(()).unwrap();
+    worker.join().expect("the worker failed");
+    let after = sheafalloc::cache(CACHE).unwrap();
+
+    let swaps_live = live.spare_swaps - before.spare_swaps;
+    let swaps_after = after.spare_swaps - before.spare_swaps;
+    eprintln!(
+        "{:?} mode, capacity {capacity}: {swaps_live} spare swaps while the thread lived, {swaps_after} after it exited",
+        sheafalloc::cache_mode()
+    );
+    assert!(
+        (1..PUBLISH_EVERY).contains(&swaps_live),
+        "{swaps_live} spare swaps seen while the thread lived: expected 1 to {}, \
+         all of them still pending in the thread",
+        PUBLISH_EVERY - 1
+    );
+    assert_eq!(
+        swaps_after, swaps_live,
+        "the thread's exit must fold its pending swaps in, once"
+    );
+    let slow_live = (live.slow_path_allocs + live.slow_path_frees)
+        - (before.slow_path_allocs + before.slow_path_frees);
+    let slow_after = (after.slow_path_allocs + after.slow_path_frees)
+        - (before.slow_path_allocs + before.slow_path_frees);
+    assert!(slow_live >= swaps_live, "every spare swap is a slow path");
+    assert_eq!(slow_after, slow_live, "slow paths, folded in once");
+}
