@@ -523,6 +523,55 @@ pub fn init_rseq() -> bool {
     usable
 }
 
+/// Whether threads may set and read their own GS segment base with
+/// `wrgsbase` and `rdgsbase` (the CPU has FSGSBASE and the kernel, 5.9 or
+/// later, enabled it: `AT_HWCAP2` bit 1). Per-CPU mode addresses each
+/// thread's current CPU's cache through GS, and needs it.
+#[cfg(target_arch = "x86_64")]
+pub fn gs_base_writable() -> bool {
+    const HWCAP2_FSGSBASE: libc::c_ulong = 1 << 1;
+    // SAFETY: `getauxval` reads the auxiliary vector; no preconditions.
+    unsafe { libc::getauxval(libc::AT_HWCAP2) & HWCAP2_FSGSBASE != 0 }
+}
+
+/// Not x86-64: there is no GS base to use.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn gs_base_writable() -> bool {
+    false
+}
+
+/// The calling thread's GS segment base.
+///
+/// # Safety
+///
+/// 1. [`gs_base_writable`] returned true (else `rdgsbase` faults).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub unsafe fn gs_base() -> usize {
+    let base: usize;
+    // SAFETY: duty 1: the kernel enabled the instruction; it reads a
+    // register of this thread and touches no memory.
+    unsafe {
+        core::arch::asm!("rdgsbase {}", out(reg) base, options(nomem, nostack, preserves_flags))
+    };
+    base
+}
+
+/// Sets the calling thread's GS segment base (the kernel saves and restores
+/// it with the thread; new threads start with their creator's).
+///
+/// # Safety
+///
+/// 1. [`gs_base_writable`] returned true (else `wrgsbase` faults).
+/// 2. Nothing else in the process uses this thread's GS base.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub unsafe fn set_gs_base(base: usize) {
+    // SAFETY: duty 1: the kernel enabled the instruction; it writes a
+    // register of this thread (duty 2: one only this engine reads).
+    unsafe { core::arch::asm!("wrgsbase {}", in(reg) base, options(nostack, preserves_flags)) };
+}
+
 /// True when glibc's rseq area is registered for this process.
 pub fn rseq_available() -> bool {
     RSEQ_STATE.load(Ordering::Acquire) == 1

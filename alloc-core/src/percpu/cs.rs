@@ -7,7 +7,8 @@
 //!    descriptor (kept in the `__rseq_cs` section: version, flags, start,
 //!    length up to the commit, abort address);
 //! 2. reads the CPU id **inside** the section, and everything it depends
-//!    on after it (the CPU's cache, the slot, the sheaf);
+//!    on after it (the CPU's cache, or the check that GS points at it; the
+//!    slot, the sheaf);
 //! 3. ends in **one committing store** (a sheaf's length, or a slot).
 //!
 //! If the thread is preempted, migrated or interrupted by a signal before
@@ -34,11 +35,26 @@
 //! the outgoing main sheaf's length into its header, which nobody reads
 //! while it is the main sheaf.
 //!
-//! A drain puts the `DRAINING` stand-in in the CPU's table entry and runs
-//! `membarrier` on the CPU (a section that read the entry before has
-//! committed or restarts), and then owns every slot: pops and pushes miss
-//! on a stand-in without a test of their own (every slot empty, node span
-//! 0); the other sections test its `stopped` byte.
+//! **The pop and the push reach the cache through GS.** A thread on
+//! per-CPU sheaves points its GS segment base at the cache of the CPU it
+//! was on at its last slow path (`super::claim_gs`, `super::follow_cpu`),
+//! and these two sections address every field of the cache as
+//! `gs:[offset]`: no register holds the cache's address, so a length's
+//! store and its reload by the next operation use the same segment and
+//! offsets, as a thread-local's do, and the object's address waits on two
+//! loads (the record, the sheaf's entry) instead of four (the CPU id, the
+//! table, the record, the entry). Inside the section they check that the
+//! cache is the current CPU's: its `owner` must be `owner_of` the CPU id
+//! just read (a compare and a predicted branch, off the loads' chain); a
+//! thread that moved misses, and its slow path points GS at its new CPU's
+//! cache. The sections off the fast path (batch push, spare swap,
+//! replaces) find the cache in the table by the CPU id, as before.
+//!
+//! A drain sets the cache's `owner` to `NO_OWNER` (the pop and push miss
+//! on it), puts the `DRAINING` stand-in in the CPU's table entry (the
+//! other sections test its `stopped` byte) and runs `membarrier` on the
+//! CPU (a section that read either before has committed or restarts), and
+//! then owns every slot.
 //!
 //! The main sheaf's length and capacity live in the class's slots, beside
 //! the pointer ([`super::ClassSlots`]), so a pop or push reads one cache
@@ -56,6 +72,7 @@ const CAPACITY: usize = offset_of!(Sheaf, capacity);
 const NODE: usize = offset_of!(Sheaf, node);
 const OBJECTS: usize = offset_of!(Sheaf, objects);
 const STOPPED: usize = offset_of!(CpuCache, stopped);
+const OWNER: usize = offset_of!(CpuCache, owner);
 const NODE_BASE: usize = offset_of!(CpuCache, node_base);
 const NODE_SPAN: usize = offset_of!(CpuCache, node_span);
 /// Offsets in a class's [`ClassSlots`], from its main slot.
@@ -180,54 +197,74 @@ const _: () = assert!(MAIN_LEN == 8 && MAIN_CAPACITY == 12 && SPARE == 16 && REM
 const _: () = assert!(core::mem::size_of::<ClassSlots>() == 32);
 const _: () = assert!(core::mem::size_of::<crate::node::NodeId>() == 2);
 const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1);
+const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU32>() == 4);
+
+/// Goes to `$miss` unless the cache the thread's GS base points at belongs
+/// to the CPU the thread is on: its `owner` is `owner_of` the area's CPU
+/// id, read into the scratch register `{$at}`. A stand-in's `owner` is
+/// `NO_OWNER`, as is a cache's while a drain empties it: each misses.
+macro_rules! on_own_cpu {
+    ($at:literal, $miss:literal) => {
+        concat!(
+            "mov {",
+            $at,
+            ":e}, dword ptr [{rseq} + 4]\n",
+            "xor {",
+            $at,
+            ":e}, {owner_key}\n",
+            "cmp {",
+            $at,
+            ":e}, dword ptr gs:[{owner}]\n",
+            "jne ",
+            $miss,
+        )
+    };
+}
 
 /// Pops an object from the main sheaf of the class whose record is at
-/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the current CPU's cache;
-/// null if the CPU has no cache, it is being drained, or the sheaf is
-/// empty.
+/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the cache the thread's GS base points
+/// at, if that is the current CPU's cache and no drain holds it; null
+/// otherwise, or if the sheaf is empty.
+///
+/// Every access to the cache is GS-relative: no register holds the cache's
+/// address, so the length's store and its reload by the next operation
+/// address the same segment and offsets, as a thread-local's would.
 ///
 /// # Safety
 ///
-/// 1. `rseq` is the calling thread's registered rseq area, whose CPU id
-///    indexes `table` once set (per-CPU mode checked that every possible
-///    CPU id does, and the thread checked that the id was set), or the
-///    stand-in [`super::no_rseq`].
-/// 2. `table` is the table of [`super::CPU_CACHES`]: every entry points to
-///    a live `CpuCache` (`CpuCache` invariant: a main slot's length and
-///    capacity are its sheaf's, and the slot always holds a valid sheaf).
+/// 1. `rseq` is the calling thread's registered rseq area.
+/// 2. The thread's GS base points to a live `CpuCache` (`CpuCache`
+///    invariant: a main slot's length and capacity are its sheaf's, and the
+///    slot always holds a valid sheaf while the cache's `owner` is its
+///    CPU's).
 #[inline(always)]
-pub unsafe fn pop(rseq: *mut u8, table: *const AtomicPtr<CpuCache>, record: usize) -> *mut u8 {
+pub unsafe fn pop(rseq: *mut u8, record: usize) -> *mut u8 {
     let object: *mut u8;
     // SAFETY: duties 1 and 2: every address the section touches is the
-    // rseq area, the table, a live cache and a live sheaf below its
-    // length; it writes only `rseq_cs` and, as its commit, the slot's
-    // length.
-    //
-    // Register use is kept to three outputs (`at` the cache, `len`,
-    // `object` the sheaf then the object) so the inlined copies spill
-    // nothing; the abort handler and the miss path live out of line, so a
-    // hit runs straight through. The length and the sheaf are read from
-    // the slot independently: the object's load waits for one load, not
-    // a chain through the sheaf's header.
+    // rseq area, the cache, and a live sheaf below its length; it writes
+    // only `rseq_cs` and, as its commit, the slot's length. It commits only
+    // on the cache's own CPU while no drain holds the cache: a drain sets
+    // `owner` to `NO_OWNER` before its membarrier restarts any section that
+    // read the old value.
     unsafe {
         core::arch::asm!(
-            arm!("at"),
-            current_cache!(),
-            "mov {len:e}, dword ptr [{at} + {record} + {main_len}]",
+            arm!("object"),
+            on_own_cpu!("len", "7f"),
+            "mov {len:e}, dword ptr gs:[{record} + {main_len}]",
             "sub {len:e}, 1",
             "jb 7f",
-            "mov {object}, qword ptr [{at} + {record} + {main}]",
+            "mov {object}, qword ptr gs:[{record} + {main}]",
             "mov {object}, qword ptr [{object} + {len}*8 + {objects}]",
-            "mov dword ptr [{at} + {record} + {main_len}], {len:e}",
+            "mov dword ptr gs:[{record} + {main_len}], {len:e}",
             "5:",
             out_of_line_tail!("object"),
             descriptor!(),
             rseq = in(reg) rseq,
-            table = in(reg) table,
             record = in(reg) record,
             object = out(reg) object,
-            at = out(reg) _,
             len = out(reg) _,
+            owner = const OWNER,
+            owner_key = const super::OWNER_KEY,
             main = const FIRST_MAIN,
             main_len = const FIRST_MAIN_LEN,
             objects = const OBJECTS,
@@ -266,51 +303,54 @@ macro_rules! push_section {
 }
 
 /// Pushes `object` onto the main sheaf of the class whose record is at
-/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the current CPU's cache if the
-/// object's home is that CPU's
-/// node (its address lies in the node's arena region, which the cache
-/// records) and the sheaf has room; false otherwise.
+/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the cache the thread's GS base points
+/// at, if that is the current CPU's cache, no drain holds it, the object's
+/// home is its node (the address lies in the node's arena region, which
+/// the cache records) and the sheaf has room; false otherwise.
 ///
 /// # Safety
 ///
 /// 1. and 2. as [`pop`] (a main sheaf's objects have the cache's node as
 ///    home).
 #[inline(always)]
-pub unsafe fn push(
-    rseq: *mut u8,
-    table: *const AtomicPtr<CpuCache>,
-    record: usize,
-    object: *mut u8,
-) -> bool {
+pub unsafe fn push(rseq: *mut u8, record: usize, object: *mut u8) -> bool {
     // SAFETY: as in `pop`; the store into the sheaf's array lies above its
     // committed length and below its capacity, inside its storage. A miss
     // leaves the section by a jump to the label (nothing committed). No
     // input register is written: a restart starts from them.
     unsafe {
-        push_section!(
-            [
-                "mov {len}, {object}",
-                "sub {len}, qword ptr [{at} + {node_base}]",
-                "cmp {len}, qword ptr [{at} + {node_span}]",
-                "jae {miss}",
-                "mov {len:e}, dword ptr [{at} + {record} + {main_len}]",
-                "cmp {len:e}, dword ptr [{at} + {record} + {main_capacity}]",
-                "jae {miss}",
-                "mov {sheaf}, qword ptr [{at} + {record} + {main}]",
-                "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
-                "add {len:e}, 1",
-                "mov dword ptr [{at} + {record} + {main_len}], {len:e}",
-            ],
-            rseq,
-            table,
-            record,
-            object,
+        core::arch::asm!(
+            arm!("len"),
+            on_own_cpu!("len", "{miss}"),
+            "mov {len}, {object}",
+            "sub {len}, qword ptr gs:[{node_base}]",
+            "cmp {len}, qword ptr gs:[{node_span}]",
+            "jae {miss}",
+            "mov {len:e}, dword ptr gs:[{record} + {main_len}]",
+            "cmp {len:e}, dword ptr gs:[{record} + {main_capacity}]",
+            "jae {miss}",
+            "mov {sheaf}, qword ptr gs:[{record} + {main}]",
+            "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
+            "add {len:e}, 1",
+            "mov dword ptr gs:[{record} + {main_len}], {len:e}",
+            "5:",
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) rseq,
+            record = in(reg) record,
+            object = in(reg) object,
+            len = out(reg) _,
             sheaf = out(reg) _,
+            miss = label { return false; },
+            owner = const OWNER,
+            owner_key = const super::OWNER_KEY,
+            objects = const OBJECTS,
             node_base = const NODE_BASE,
             node_span = const NODE_SPAN,
             main = const FIRST_MAIN,
             main_len = const FIRST_MAIN_LEN,
             main_capacity = const FIRST_MAIN_CAPACITY,
+            options(nostack),
         );
     }
     true

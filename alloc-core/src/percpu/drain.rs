@@ -3,16 +3,18 @@
 //! topology moved to another node.
 //!
 //! 1. Swap the CPU's table entry from its cache to the `DRAINING` stand-in
-//!    (one drainer at a time: a compare-and-swap). A section that reads
-//!    the entry from now on finds a cache on which it misses.
+//!    (one drainer at a time: a compare-and-swap), and set the cache's
+//!    `owner` to `NO_OWNER`. A section that reads the entry (the slow
+//!    paths' sections) or, through a thread's GS base, the `owner` (the
+//!    pop and the push) from now on misses.
 //! 2. `membarrier(PRIVATE_EXPEDITED_RSEQ, CPU)`: every section running on
-//!    that CPU restarts (and then misses), and one that read the entry
-//!    before the swap has committed by now. From here on nothing but the
-//!    drainer writes the cache's slots.
+//!    that CPU restarts (and then misses), and one that read the entry or
+//!    the `owner` before has committed by now. From here on nothing but
+//!    the drainer writes the cache's slots.
 //! 3. Take every slot (of one class, or all): write the main sheaf's
 //!    length and capacity from its slot into its header, and leave the
 //!    empty sheaf in every slot.
-//! 4. Put the cache back in the entry; send the sheaves away through the
+//! 4. Give the cache its `owner` back and put it back in the entry; send the sheaves away through the
 //!    exchange protocol (main and spare to the CPU's node, remote batches
 //!    home).
 
@@ -76,9 +78,11 @@ fn drain_cache(
     {
         return false;
     }
+    cache.owner.store(super::NO_OWNER, Ordering::SeqCst);
     if !os::membarrier_rseq_cpu(cpu) {
-        // Without the restart a section that read the entry before the
-        // swap could still commit: leave the cache to its CPU.
+        // Without the restart a section that read the entry or `owner`
+        // before could still commit: leave the cache to its CPU.
+        cache.owner.store(super::owner_of(cpu), Ordering::Release);
         entry.store(own, Ordering::Release);
         return false;
     }
@@ -124,6 +128,7 @@ fn drain_cache(
     if let Some(new_node) = new_node {
         cache.set_node(new_node);
     }
+    cache.owner.store(super::owner_of(cpu), Ordering::Release);
     entry.store(own, Ordering::Release);
     for (class, sheaves) in SizeClass::all().zip(detached) {
         let depot = ClassDepot::of(class);

@@ -14,7 +14,9 @@
 //!
 //! Where glibc registered an rseq area for the process (glibc ≥ 2.35 on
 //! Linux, unless `GLIBC_TUNABLES=glibc.pthread.rseq=0`; not under valgrind
-//! or rr), on x86-64 with AVX (the spare swap's 32-byte commit), when the
+//! or rr), on x86-64 with AVX (the spare swap's 32-byte commit) and with
+//! FSGSBASE enabled by the kernel (5.9 or later: each thread points its GS
+//! base at its CPU's cache, which the pop and push address), when the
 //! kernel offers
 //! `membarrier(PRIVATE_EXPEDITED_RSEQ)` (needed to drain another CPU's
 //! sheaves), when every possible CPU id is below `MAX_CPUS`
@@ -39,6 +41,7 @@
 #[cfg(target_arch = "x86_64")]
 mod cs;
 mod drain;
+mod gs;
 mod slow;
 
 use core::cell::UnsafeCell;
@@ -53,6 +56,7 @@ use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::topology::MAX_CPUS;
 
 pub use drain::{drain, drain_all, drain_class};
+pub use gs::{count_taken as count_gs_taken, threads_with_gs_taken, Follow, ThreadGs};
 pub use slow::{alloc_slow, free_slow};
 
 /// One CPU's sheaves.
@@ -67,13 +71,18 @@ pub use slow::{alloc_slow, free_slow};
 /// and spare sheaves hold objects whose home is `node`; a remote batch
 /// holds objects whose home is its own `node`. Slots change only in a
 /// restartable section running on this CPU that found this cache in the
-/// CPU's table entry (`cs.rs`), or in a drain (`drain.rs`), which first
-/// puts [`DRAINING`] in that entry.
+/// CPU's table entry, or reached it through the thread's GS base and found
+/// `owner` to be this CPU's (`cs.rs`), or in a drain (`drain.rs`), which
+/// first sets `owner` to [`NO_OWNER`] and puts [`DRAINING`] in that entry.
 #[repr(C, align(64))]
 pub struct CpuCache {
     /// Nonzero in the stand-ins ([`NO_CACHE`], [`DRAINING`]), which the
     /// sections off the fast path test; 0 in a CPU's own cache.
     pub(crate) stopped: AtomicU8,
+    /// Whose pops and pushes may use this cache through their GS base:
+    /// [`owner_of`] its CPU; [`NO_OWNER`] while a drain empties it and in
+    /// the stand-ins (which no CPU owns).
+    pub(crate) owner: AtomicU32,
     /// The node whose objects the main and spare sheaves hold (a drain
     /// changes it, when the topology moved the CPU to another node).
     node: AtomicU8,
@@ -185,6 +194,25 @@ const TABLE_LEN: usize = MAX_CPUS + 1;
 /// [`NO_CACHE`] for good.
 const NO_CPU: u32 = MAX_CPUS as u32;
 
+/// What a cache's `owner` holds for CPU `cpu`: the id mixed with a key, so
+/// that a GS base pointing at memory that is not a cache (something else
+/// set it after this engine claimed it) cannot pass the sections' check by
+/// holding a small integer, and zeroed memory never does.
+pub(crate) const fn owner_of(cpu: u32) -> u32 {
+    cpu ^ OWNER_KEY
+}
+
+/// The key of [`owner_of`] (the sections apply it to the CPU id they read).
+pub(crate) const OWNER_KEY: u32 = 0x5EAF_0000;
+
+/// A cache's `owner` when no CPU's pops and pushes may use it (a stand-in,
+/// or a cache being drained): no CPU id an rseq area can hold (below
+/// `MAX_CPUS`, the stand-in area's [`NO_CPU`], or -1 before registration)
+/// maps to it.
+pub(crate) const NO_OWNER: u32 = 0;
+const _: () = assert!(owner_of(0) != NO_OWNER && owner_of(NO_CPU) != NO_OWNER);
+const _: () = assert!(owner_of(u32::MAX) != NO_OWNER && (MAX_CPUS as u32) < 0x1_0000);
+
 /// The cache each CPU's sections use: its own ([`OWNED`]) once made and
 /// while no drain empties it; [`NO_CACHE`] before it is made (and for good
 /// at entry [`NO_CPU`]); [`DRAINING`] while a drain empties it.
@@ -207,6 +235,7 @@ static OWNED: [AtomicPtr<CpuCache>; MAX_CPUS] =
 const fn stand_in() -> CpuCache {
     CpuCache {
         stopped: AtomicU8::new(1),
+        owner: AtomicU32::new(NO_OWNER),
         node: AtomicU8::new(0),
         node_base: AtomicUsize::new(0),
         node_span: AtomicUsize::new(0),
@@ -339,6 +368,7 @@ pub fn fallback_reason() -> Option<&'static str> {
         5 => Some("simulated nodes given to threads round-robin (more nodes than CPUs)"),
         6 => Some("possible CPU ids unknown, or above 1024"),
         7 => Some("no AVX (the spare swap commits 32 bytes in one store)"),
+        8 => Some("threads cannot set their GS base (no FSGSBASE, or a kernel before 5.9)"),
         _ => Some("not x86-64"),
     }
 }
@@ -361,6 +391,8 @@ pub(crate) fn init() {
         4
     } else if !has_avx() {
         7
+    } else if !os::gs_base_writable() {
+        8
     } else if os::possible_cpu_ids().is_none_or(|ids| ids > MAX_CPUS) {
         6
     } else if !os::rseq_available() {
@@ -386,9 +418,15 @@ pub(crate) fn after_fork_in_child() {
     if MODE.load(Ordering::Acquire) != PER_CPU {
         return;
     }
-    for (entry, owned) in CPU_CACHES.iter().zip(&OWNED) {
+    for (cpu, (entry, owned)) in CPU_CACHES.iter().zip(&OWNED).enumerate() {
         let cache = owned.load(Ordering::Acquire);
         if !cache.is_null() {
+            // SAFETY: published caches live for the process.
+            unsafe {
+                (*cache)
+                    .owner
+                    .store(owner_of(cpu as u32), Ordering::Release)
+            };
             entry.store(cache, Ordering::Release);
         }
     }
@@ -404,20 +442,23 @@ pub(crate) fn can_drain() -> bool {
     FALLBACK.load(Ordering::Acquire) == 0
 }
 
-/// HOT PATH (alloc, per-CPU mode): pop from the current CPU's main sheaf of
-/// `class`; `None` if it is empty or the CPU has no cache yet.
+/// HOT PATH (alloc, per-CPU mode): pop from the main sheaf of `class` of
+/// the cache the thread's GS base points at, if it is the current CPU's
+/// cache; `None` if it is not (the thread moved, or a drain holds it), or
+/// the sheaf is empty.
 ///
 /// # Safety
 ///
-/// 1. `rseq` is the calling thread's registered rseq area, and per-CPU mode
-///    is in force.
+/// 1. `rseq` is the calling thread's registered rseq area, per-CPU mode is
+///    in force, and the thread's GS base points at a live `CpuCache` (the
+///    thread claimed it: [`ThreadGs::claim`]).
 #[inline(always)]
 pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: duty 1; the table's entries point to live caches whose
-        // slots always hold valid sheaves (CpuCache invariant).
-        let object = unsafe { cs::pop(rseq, CPU_CACHES.as_ptr(), class.record_offset()) };
+        // SAFETY: duty 1; a cache's slots hold valid sheaves while its
+        // `cpu` is its CPU's (CpuCache invariant).
+        let object = unsafe { cs::pop(rseq, class.record_offset()) };
         NonNull::new(object).map(NonNull::as_ptr)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -427,8 +468,9 @@ pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
     }
 }
 
-/// HOT PATH (free, per-CPU mode): push onto the current CPU's main sheaf of
-/// `class` if the object's home is that CPU's node and the sheaf has room.
+/// HOT PATH (free, per-CPU mode): push onto the main sheaf of `class` of
+/// the cache the thread's GS base points at if it is the current CPU's,
+/// the object's home is that CPU's node and the sheaf has room.
 ///
 /// # Safety
 ///
@@ -440,7 +482,7 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
         // SAFETY: duty 1, as in `pop`. The section tests the object's home
         // against the cache's node region: an address outside it (another
         // node, or outside the arena) misses, and the slow path sorts it.
-        unsafe { cs::push(rseq, CPU_CACHES.as_ptr(), class.record_offset(), object) }
+        unsafe { cs::push(rseq, class.record_offset(), object) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -561,6 +603,7 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
             slots.write(ClassSlots::empty());
         }
         ptr::addr_of_mut!((*cache).stopped).write(AtomicU8::new(0));
+        ptr::addr_of_mut!((*cache).owner).write(AtomicU32::new(owner_of(cpu)));
         ptr::addr_of_mut!((*cache).node).write(AtomicU8::new(0));
         ptr::addr_of_mut!((*cache).node_base).write(AtomicUsize::new(0));
         ptr::addr_of_mut!((*cache).node_span).write(AtomicUsize::new(0));
@@ -641,22 +684,50 @@ pub fn cpus_with_caches() -> usize {
 mod tests {
     use super::*;
 
-    /// Whatever the mode, a section run with the stand-in area misses, and
-    /// no slot of the stand-in cache changes.
+    /// Whatever the mode, a section run with the stand-in area or on the
+    /// stand-in cache misses, and no slot of the stand-in cache changes.
     #[test]
-    fn the_stand_in_area_misses_every_section() {
-        let mut object = [0u64; 8];
-        let object = object.as_mut_ptr().cast::<u8>();
+    fn the_stand_ins_miss_every_section() {
+        // The pop and push address the cache through GS: point this
+        // thread's at the stand-in (a test thread of its own, so the base
+        // is no other test's).
+        let on_gs = std::thread::spawn(|| {
+            let mut object = [0u64; 8];
+            let object = object.as_mut_ptr().cast::<u8>();
+            #[cfg(target_arch = "x86_64")]
+            if os::gs_base_writable() {
+                // SAFETY: checked just above; this thread is the test's own
+                // and nothing else uses its GS base.
+                unsafe { os::set_gs_base(no_cache() as usize) };
+                for class in SizeClass::all() {
+                    // SAFETY: the GS base points at the stand-in cache; the
+                    // rseq area is the stand-in (or, for the CPU id, any).
+                    unsafe {
+                        assert_eq!(pop(no_rseq(), class), None, "{class:?}");
+                        assert!(!push(no_rseq(), class, object), "{class:?}");
+                        let own = os::rseq_area();
+                        if !own.is_null() {
+                            assert_eq!(pop(own, class), None, "{class:?}");
+                            assert!(!push(own, class, object), "{class:?}");
+                        }
+                    }
+                }
+                return true;
+            }
+            let _ = object;
+            false
+        });
         for class in SizeClass::all() {
             // SAFETY: the stand-in area and the static table (per-CPU mode
             // need not be in force for the stand-in).
             unsafe {
-                assert_eq!(pop(no_rseq(), class), None, "{class:?}");
-                assert!(!push(no_rseq(), class, object), "{class:?}");
                 for has in [SpareHas::Objects, SpareHas::NoObjects] {
                     assert!(!swap_spare(no_rseq(), class, 0, has), "{class:?}");
                 }
             }
+        }
+        let _ = on_gs.join().expect("the GS sections' checks failed");
+        for class in SizeClass::all() {
             for slot in [Slot::Main, Slot::Spare, Slot::Remote] {
                 assert_eq!(
                     NO_CACHE.slot(slot, class).load(Ordering::Relaxed),

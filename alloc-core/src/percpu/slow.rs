@@ -16,7 +16,7 @@
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
-use super::{cache_of, empty_sheaf, CpuCache, Slot, SpareHas};
+use super::{cache_of, empty_sheaf, CpuCache, Slot, SpareHas, ThreadGs};
 use crate::cache::{CacheCounters, ClassDepot};
 use crate::exchange::{self, Depot};
 use crate::node::NodeId;
@@ -38,9 +38,10 @@ struct Here<'a> {
 
 impl Here<'_> {
     /// The CPU the thread is on now, its cache made if need be, following a
-    /// topology change first; `None` if the cache is being drained (or
-    /// cannot be made).
-    fn now(rseq: *mut u8, class: SizeClass) -> Option<Self> {
+    /// topology change first, and the thread's GS base pointed at it (where
+    /// the slow path's retries of the pop and push look); `None` if the
+    /// cache is being drained (or cannot be made).
+    fn now(rseq: *mut u8, class: SizeClass, gs: &ThreadGs) -> Option<Self> {
         let cpu = os::current_cpu_fast()?;
         let cache = cache_of(cpu)?;
         if !super::in_use(cpu, cache) {
@@ -50,6 +51,7 @@ impl Here<'_> {
         if node != cache.node() {
             super::drain::move_to_node(cpu, cache, node);
         }
+        gs.point_at(cache);
         Some(Self {
             rseq,
             cpu,
@@ -186,13 +188,19 @@ unsafe fn swap_in_spare(
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
 /// `class` is empty. Null only if the OS refuses memory. Spare swaps are
 /// counted in `swaps`, the calling thread's pending count for the class
-/// (added to the shared counter in batches: no locked add per swap).
+/// (added to the shared counter in batches: no locked add per swap); the
+/// thread's GS base `gs` follows the CPU the path finds it on.
 ///
 /// # Safety
 ///
 /// 1. `rseq` is the calling thread's registered rseq area, and per-CPU
 ///    mode is in force.
-pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass, swaps: &SlowPathCount) -> *mut u8 {
+pub unsafe fn alloc_slow(
+    rseq: *mut u8,
+    class: SizeClass,
+    gs: &ThreadGs,
+    swaps: &SlowPathCount,
+) -> *mut u8 {
     let depot = ClassDepot::of(class);
     for _ in 0..ATTEMPTS {
         // SAFETY: duty 1.
@@ -205,7 +213,7 @@ pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass, swaps: &SlowPathCount)
         if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, swaps) } {
             continue;
         }
-        let Some(here) = Here::now(rseq, class) else {
+        let Some(here) = Here::now(rseq, class, gs) else {
             break;
         };
         let node = here.node();
@@ -269,7 +277,13 @@ pub unsafe fn alloc_slow(rseq: *mut u8, class: SizeClass, swaps: &SlowPathCount)
 /// 1. As [`alloc_slow`].
 /// 2. `object` is a free object of `class` of this allocator, no longer
 ///    used.
-pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8, swaps: &SlowPathCount) {
+pub unsafe fn free_slow(
+    rseq: *mut u8,
+    class: SizeClass,
+    object: *mut u8,
+    gs: &ThreadGs,
+    swaps: &SlowPathCount,
+) {
     let depot = ClassDepot::of(class);
     let Some(home) = crate::arena::home_node(object as usize) else {
         crate::invariant!(false, "free of a pointer outside the arena");
@@ -283,7 +297,7 @@ pub unsafe fn free_slow(rseq: *mut u8, class: SizeClass, object: *mut u8, swaps:
         return;
     }
     for _ in 0..ATTEMPTS {
-        let Some(here) = Here::now(rseq, class) else {
+        let Some(here) = Here::now(rseq, class, gs) else {
             break;
         };
         let node = here.node();

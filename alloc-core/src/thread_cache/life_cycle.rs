@@ -84,6 +84,7 @@ impl ThreadCache {
         }
         // Per-CPU mode: the thread holds no sheaves, nothing to flush; from
         // now on (later thread-exit destructors) it allocates uncached.
+        self.gs.release();
         self.rseq.set(crate::percpu::no_rseq());
         runtime::unregister(self);
         self.node_span.set(0);
@@ -130,6 +131,17 @@ impl ThreadCache {
         }
     }
 
+    /// Per-CPU mode, when something else has set the thread's GS base:
+    /// from now on the thread runs sheaves of its own (it holds none while
+    /// on the CPUs', so there is nothing to move).
+    #[cold]
+    pub(super) fn leave_cpu_caches(&self) {
+        self.gs.release();
+        self.rseq.set(crate::percpu::no_rseq());
+        self.node_span.set(arena::node_span());
+        crate::percpu::count_gs_taken();
+    }
+
     #[cold]
     fn attach(&self) -> bool {
         if !runtime::ensure_init() {
@@ -139,14 +151,15 @@ impl ThreadCache {
         self.node.set(node);
         self.node_base.set(arena::node_base(node));
         self.state.set(ThreadState::Active);
-        if crate::percpu::may_use_own_area(crate::os::current_rseq_cpu()) {
-            // The CPUs hold the sheaves: the thread's hot slots stay empty
-            // and its locality test always fails, so its fast paths go
-            // straight to the per-CPU ones. The sections index the CPU table
-            // with the area's CPU id unchecked, so a thread whose area the
-            // kernel has not set (a failed registration: glibc aborts such a
-            // thread when the process registered, but the id is checked
-            // anyway) runs on sheaves of its own instead.
+        if crate::percpu::may_use_own_area(crate::os::current_rseq_cpu()) && self.gs.claim() {
+            // The CPUs hold the sheaves: the thread's fast paths go
+            // straight to the per-CPU ones (its GS base is set), and its
+            // hot slots stay empty. The slow paths' sections index the CPU
+            // table with the area's CPU id unchecked, so a thread whose
+            // area the kernel has not set (a failed registration: glibc
+            // aborts such a thread when the process registered, but the id
+            // is checked anyway), or whose GS base something else uses,
+            // runs on sheaves of its own instead.
             self.rseq.set(crate::os::rseq_area());
         } else {
             self.node_span.set(arena::node_span());

@@ -53,6 +53,7 @@ mod engine {
     use crate::arena;
     use crate::cache::{cache, ClassDepot};
     use crate::node::NodeId;
+    use crate::percpu::{Follow, ThreadGs};
     use crate::runtime;
     use crate::size_class::{SizeClass, NUM_CLASSES};
 
@@ -78,6 +79,10 @@ mod engine {
         /// [`crate::percpu::no_rseq`], with which every section misses:
         /// the fast paths then use the hot slots.
         pub(super) rseq: Cell<*mut u8>,
+        /// Per-CPU mode, attached: the GS base the thread set, at which the
+        /// pop and push sections find its CPU's cache (they run only while
+        /// it is set; otherwise the hot slots serve).
+        pub(super) gs: ThreadGs,
         pub(super) owner_thread: AtomicUsize,
         pub(crate) registry_prev: AtomicPtr<ThreadCache>,
         pub(crate) registry_next: AtomicPtr<ThreadCache>,
@@ -96,6 +101,7 @@ mod engine {
                 in_slow_path: Cell::new(false),
                 cold: [const { ColdSlot::new() }; NUM_CLASSES],
                 rseq: Cell::new(crate::percpu::no_rseq()),
+                gs: ThreadGs::new(),
                 owner_thread: AtomicUsize::new(0),
                 registry_prev: AtomicPtr::new(ptr::null_mut()),
                 registry_next: AtomicPtr::new(ptr::null_mut()),
@@ -139,16 +145,20 @@ mod engine {
         /// reached on the way to the slow path.
         #[inline(always)]
         pub fn pop(&self, class: SizeClass) -> Option<*mut u8> {
-            if let Some(object) = self.hot(class).pop() {
-                return Some(object);
+            if self.gs.is_set() {
+                return self.pop_per_cpu(class);
             }
-            self.pop_per_cpu(class)
+            self.hot(class).pop()
         }
 
         #[inline(always)]
         fn pop_per_cpu(&self, class: SizeClass) -> Option<*mut u8> {
-            // SAFETY: `rseq` is this thread's area, set at attach only in
-            // per-CPU mode once the kernel set its CPU id, or the stand-in.
+            if !self.gs.is_set() {
+                return None;
+            }
+            // SAFETY: on GS: `rseq` is this thread's area, set at attach in
+            // per-CPU mode once the kernel set its CPU id, and the GS base
+            // points at a live cache (claimed at attach).
             let object = unsafe { crate::percpu::pop(self.rseq.get(), class) }?;
             self.hot(class).count_alloc();
             Some(object)
@@ -166,13 +176,12 @@ mod engine {
         ///    out again.
         #[inline(always)]
         pub unsafe fn push(&self, class: SizeClass, object: *mut u8) -> bool {
-            if (object as usize).wrapping_sub(self.node_base.get()) < self.node_span.get()
-                && self.hot(class).push(object)
-            {
-                return true;
+            if self.gs.is_set() {
+                // SAFETY: duty 1.
+                return unsafe { self.push_per_cpu(class, object) };
             }
-            // SAFETY: duty 1.
-            unsafe { self.push_per_cpu(class, object) }
+            (object as usize).wrapping_sub(self.node_base.get()) < self.node_span.get()
+                && self.hot(class).push(object)
         }
 
         /// # Safety
@@ -180,6 +189,9 @@ mod engine {
         /// 1. As [`ThreadCache::push`].
         #[inline(always)]
         unsafe fn push_per_cpu(&self, class: SizeClass, object: *mut u8) -> bool {
+            if !self.gs.is_set() {
+                return false;
+            }
             // SAFETY: as in `pop_per_cpu`; duty 1.
             if !unsafe { crate::percpu::push(self.rseq.get(), class, object) } {
                 return false;
@@ -196,6 +208,13 @@ mod engine {
             if !self.ensure_active() {
                 return super::uncached_alloc(self.node.get(), class);
             }
+            if self.follow_cpu() {
+                // The thread had moved: its pop missed on the old CPU's
+                // cache, not on an empty sheaf.
+                if let Some(object) = self.pop_per_cpu(class) {
+                    return object;
+                }
+            }
             let _guard = SlowPathGuard::enter(self);
             self.cold(class)
                 .slow_allocs
@@ -208,7 +227,7 @@ mod engine {
             } else {
                 // SAFETY: the thread's rseq area, in per-CPU mode.
                 let object = unsafe {
-                    crate::percpu::alloc_slow(rseq, class, &self.cold(class).spare_swaps)
+                    crate::percpu::alloc_slow(rseq, class, &self.gs, &self.cold(class).spare_swaps)
                 };
                 if !object.is_null() {
                     self.hot(class).count_alloc();
@@ -233,6 +252,10 @@ mod engine {
                 // SAFETY: duty 1.
                 return unsafe { super::uncached_free(class, object) };
             }
+            // SAFETY: duty 1 (as in `alloc_slow`: the thread had moved).
+            if self.follow_cpu() && unsafe { self.push_per_cpu(class, object) } {
+                return;
+            }
             let _guard = SlowPathGuard::enter(self);
             self.cold(class)
                 .slow_frees
@@ -242,7 +265,13 @@ mod engine {
                 self.hot(class).count_free();
                 // SAFETY: the thread's rseq area, in per-CPU mode; duty 1.
                 return unsafe {
-                    crate::percpu::free_slow(rseq, class, object, &self.cold(class).spare_swaps)
+                    crate::percpu::free_slow(
+                        rseq,
+                        class,
+                        object,
+                        &self.gs,
+                        &self.cold(class).spare_swaps,
+                    )
                 };
             }
             self.follow_node();
@@ -260,6 +289,25 @@ mod engine {
                     self.sheaves(class).free_remote(&depot, node, object, home)
                 },
                 None => crate::invariant!(false, "free of a pointer outside the arena"),
+            }
+        }
+
+        /// Per-CPU mode: points the thread's GS base at the cache of the
+        /// CPU it is on now; true if that moved it (an operation that
+        /// missed on the old cache is worth trying again). If something
+        /// else set the base, the thread gives up the CPUs' sheaves and
+        /// runs sheaves of its own from now on.
+        fn follow_cpu(&self) -> bool {
+            if !self.gs.is_set() {
+                return false;
+            }
+            match self.gs.follow_cpu() {
+                Follow::Moved => true,
+                Follow::Stayed => false,
+                Follow::Foreign => {
+                    self.leave_cpu_caches();
+                    false
+                }
             }
         }
 
