@@ -103,6 +103,7 @@ impl ThreadGs {
     /// Points the base at the cache of the CPU the thread is on now, if the
     /// cache it points at is not that CPU's; see [`Follow`]. Call only
     /// while [`Self::is_set`].
+    #[inline]
     pub fn follow_cpu(&self) -> Follow {
         #[cfg(target_arch = "x86_64")]
         {

@@ -297,6 +297,7 @@ mod engine {
         /// missed on the old cache is worth trying again). If something
         /// else set the base, the thread gives up the CPUs' sheaves and
         /// runs sheaves of its own from now on.
+        #[inline(always)]
         fn follow_cpu(&self) -> bool {
             if !self.gs.is_set() {
                 return false;
