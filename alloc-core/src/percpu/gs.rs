@@ -28,6 +28,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::{cache_of, in_use, mode, no_cache, owner_of, CacheMode, CpuCache};
+use crate::node::NodeId;
 use crate::os;
 
 /// The GS base this engine set for the calling thread (0: none, and then
@@ -92,6 +93,16 @@ impl ThreadGs {
         }
         #[cfg(not(target_arch = "x86_64"))]
         false
+    }
+
+    /// The node of the cache the base was last pointed at (node 0 while
+    /// none: the stand-in's). Only a guess at where the thread is now.
+    pub fn node(&self) -> NodeId {
+        match self.0.get() {
+            0 => NodeId::ZERO,
+            // SAFETY: a nonzero record is a live cache (invariant).
+            base => unsafe { (*(base as *const CpuCache)).node() },
+        }
     }
 
     /// Stops using the base (thread exit). The register keeps its value: a

@@ -202,10 +202,14 @@ pub unsafe fn alloc_slow(
     swaps: &SlowPathCount,
 ) -> *mut u8 {
     let depot = ClassDepot::of(class);
-    for _ in 0..ATTEMPTS {
-        // SAFETY: duty 1.
-        if let Some(object) = unsafe { super::pop(rseq, class) } {
-            return object;
+    for attempt in 0..ATTEMPTS {
+        // The caller's pop missed on this CPU's cache just now (after its
+        // GS base followed the thread): the first round goes straight on.
+        if attempt > 0 {
+            // SAFETY: duty 1.
+            if let Some(object) = unsafe { super::pop(rseq, class) } {
+                return object;
+            }
         }
         // 0. The spare has objects and the cache's capacity: one section
         // swaps it in.
@@ -290,13 +294,14 @@ pub unsafe fn free_slow(
         return;
     };
     // Every remote free comes here: first the one section that batches it
-    // if the CPU's remote batch is for its home and has room (it misses
-    // for a local object: no batch holds this node's objects).
+    // if the CPU's remote batch is for its home and has room. Not for an
+    // object whose home is the node of the cache the thread was last on
+    // (no batch holds that node's objects: the section would miss).
     // SAFETY: duties 1 and 2.
-    if unsafe { push_to_batch(rseq, class, object, home) } {
+    if home != gs.node() && unsafe { push_to_batch(rseq, class, object, home) } {
         return;
     }
-    for _ in 0..ATTEMPTS {
+    for attempt in 0..ATTEMPTS {
         let Some(here) = Here::now(rseq, class, gs) else {
             break;
         };
@@ -308,8 +313,9 @@ pub unsafe fn free_slow(
             }
             continue;
         }
+        // As in `alloc_slow`, the caller's push missed just now.
         // SAFETY: duties 1 and 2.
-        if unsafe { super::push(rseq, class, object) } {
+        if attempt > 0 && unsafe { super::push(rseq, class, object) } {
             return;
         }
         // 0. An empty spare of the cache's capacity: one section swaps it
