@@ -1,0 +1,150 @@
+//! Where a churn's buffers sit, and what that costs when the allocator's
+//! work is the same: the probe behind the tuning sweep's churn rows.
+//!
+//! ```text
+//! churn-layout [BURST] [SIZE] [WARMUP_S] [STAGED_S]
+//! # defaults: 256 256 12 0; run it as shipped (auto-tuned), with
+//! # SHEAFALLOC_AUTOTUNE=off SHEAFALLOC_CAPACITY=size-256=256 (pinned from
+//! # the start), and with SHEAFALLOC_AUTOTUNE=off and STAGED_S=4: size-256
+//! # pinned at 64 for 4 s, then raised to 256 by `set_sheaf_capacity`
+//! ```
+//!
+//! Two threads each allocate a burst of `BURST` buffers of `SIZE` bytes,
+//! write a 64-byte header into each and free them in allocation order
+//! (the shape of `wl-sheafalloc churn-SIZExBURST`), for a warm-up; then
+//! 200,000 bursts are timed. For each thread it prints the time per
+//! buffer and where one burst's buffers lie: distinct 4 KiB pages, the
+//! span from the lowest to the highest address, and how many neighbours
+//! in allocation order are adjacent in memory. Across the timed window it
+//! prints the class's own counters: when they show no slow path in either
+//! run, both ran the same instructions, and a difference in time is the
+//! buffers' placement.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
+
+const THREADS: usize = 2;
+const TIMED_BURSTS: u32 = 200_000;
+const HEADER: usize = 64;
+
+fn arg(n: usize, default: u64) -> u64 {
+    std::env::args()
+        .nth(n)
+        .map(|s| s.parse().expect("arguments are numbers"))
+        .unwrap_or(default)
+}
+
+/// One burst: allocate, write the header (size, then a tag), free in
+/// allocation order reading the size back, as `bench/src/service/object.rs`.
+fn burst(buffers: &mut [*mut u8], size: usize) {
+    let layout = Layout::from_size_align(size, 8).expect("a valid size");
+    for slot in buffers.iter_mut() {
+        // SAFETY: `layout` has a non-zero size.
+        let object = unsafe { alloc(layout) };
+        assert!(!object.is_null(), "out of memory");
+        // SAFETY: a fresh block of `size >= HEADER` bytes, 8-aligned.
+        unsafe {
+            object.cast::<u32>().write(size as u32);
+            object.add(4).write_bytes(0x5a, HEADER - 4);
+        }
+        *slot = object;
+    }
+    for &object in black_box(&*buffers).iter() {
+        // SAFETY: written above; freed once, with the layout it came from.
+        unsafe {
+            let size = object.cast::<u32>().read() as usize;
+            dealloc(object, Layout::from_size_align_unchecked(size, 8));
+        }
+    }
+}
+
+/// Where one burst's buffers lie.
+fn placement(addresses: &[usize], size: usize) -> String {
+    let mut pages: Vec<usize> = addresses.iter().map(|a| a >> 12).collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let low = addresses.iter().min().copied().unwrap_or(0);
+    let high = addresses.iter().max().copied().unwrap_or(0);
+    let adjacent = addresses
+        .windows(2)
+        .filter(|w| w[0].abs_diff(w[1]) <= size.next_multiple_of(64))
+        .count();
+    format!(
+        "{} pages, span {} KiB, {adjacent} of {} neighbours adjacent",
+        pages.len(),
+        (high - low) / 1024,
+        addresses.len().saturating_sub(1)
+    )
+}
+
+fn main() {
+    let burst_len = arg(1, 256) as usize;
+    let size = arg(2, 256) as usize;
+    let warmup = Duration::from_secs(arg(3, 12));
+    let staged = arg(4, 0);
+    assert!(size >= HEADER && burst_len >= 1, "SIZE >= {HEADER}, BURST >= 1");
+    // The cache of the smallest objects that hold SIZE bytes.
+    let class = sheafalloc::caches()
+        .into_iter()
+        .find(|c| c.object_size >= size as u64)
+        .map(|c| c.name)
+        .expect("SIZE fits a size class");
+    if staged > 0 {
+        sheafalloc::set_sheaf_capacity(&class, 64).expect("64 fits every small class");
+    }
+    let gate = Barrier::new(THREADS + 1);
+    let before = std::thread::scope(|s| {
+        for thread in 0..THREADS {
+            let gate = &gate;
+            s.spawn(move || {
+                let mut buffers = vec![std::ptr::null_mut::<u8>(); burst_len];
+                let end = Instant::now() + warmup;
+                while Instant::now() < end {
+                    for _ in 0..1000 {
+                        burst(&mut buffers, size);
+                    }
+                }
+                gate.wait(); // warmed up
+                gate.wait(); // counters read
+                let start = Instant::now();
+                for _ in 0..TIMED_BURSTS {
+                    burst(&mut buffers, size);
+                }
+                let ns = start.elapsed().as_nanos() as f64;
+                burst(&mut buffers, size);
+                let addresses: Vec<usize> = buffers.iter().map(|&p| p as usize).collect();
+                println!(
+                    "thread {thread}: {:.2} ns per buffer; one burst: {}",
+                    ns / (f64::from(TIMED_BURSTS) * burst_len as f64),
+                    placement(&addresses, size)
+                );
+            });
+        }
+        if staged > 0 {
+            std::thread::sleep(Duration::from_secs(staged));
+            sheafalloc::set_sheaf_capacity(&class, 256).expect("256 fits a small class");
+        }
+        gate.wait();
+        let before = sheafalloc::cache(&class).expect("the class exists");
+        gate.wait();
+        before
+    });
+    let after = sheafalloc::cache(&class).expect("the class exists");
+    let window = |count: fn(&sheafalloc::CacheSnapshot) -> u64| count(&after) - count(&before);
+    println!(
+        "{class} at capacity {} ({:?}), timed window: {} allocations, {} slow paths, \
+         {} spare swaps, {} barn trades, {} slab refills and flushes",
+        after.sheaf_capacity,
+        after.tuning,
+        window(|c| c.allocations),
+        window(|c| c.slow_path_allocs + c.slow_path_frees),
+        window(|c| c.spare_swaps),
+        window(|c| c.barn_get_hits + c.barn_get_misses + c.barn_put_hits + c.barn_put_misses),
+        window(|c| c.slab_refills + c.slab_flushes),
+    );
+}
