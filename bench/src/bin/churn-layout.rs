@@ -87,7 +87,10 @@ fn main() {
     let size = arg(2, 256) as usize;
     let warmup = Duration::from_secs(arg(3, 12));
     let staged = arg(4, 0);
-    assert!(size >= HEADER && burst_len >= 1, "SIZE >= {HEADER}, BURST >= 1");
+    assert!(
+        size >= HEADER && burst_len >= 1,
+        "SIZE >= {HEADER}, BURST >= 1"
+    );
     // The cache of the smallest objects that hold SIZE bytes.
     let class = sheafalloc::caches()
         .into_iter()
