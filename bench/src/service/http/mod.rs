@@ -175,7 +175,12 @@ pub fn run(endpoint: Endpoint, warmup: u64, seconds: u64) -> Result<Outcome, Str
         load(warmup)?;
     }
     let before = server.served();
-    let report = load(seconds)?;
+    // Under sheafalloc, its counters are read at both edges of the
+    // measured load, so the result line gives what the window alone did.
+    super::global::window_edge();
+    let report = load(seconds);
+    super::global::window_edge();
+    let report = report?;
     let during = server.served() - before;
     let peak_rss = os::peak_rss_bytes().unwrap_or(0);
     let final_rss = os::rss_bytes().unwrap_or(0);
