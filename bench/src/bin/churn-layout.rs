@@ -63,8 +63,9 @@ fn burst(buffers: &mut [*mut u8], size: usize) {
     }
 }
 
-/// Where one burst's buffers lie.
-fn placement(addresses: &[usize], size: usize) -> String {
+/// Where one burst's buffers lie; `slot` is the class's object size (the
+/// distance between neighbours in a slab).
+fn placement(addresses: &[usize], slot: usize) -> String {
     let mut pages: Vec<usize> = addresses.iter().map(|a| a >> 12).collect();
     pages.sort_unstable();
     pages.dedup();
@@ -72,7 +73,7 @@ fn placement(addresses: &[usize], size: usize) -> String {
     let high = addresses.iter().max().copied().unwrap_or(0);
     let adjacent = addresses
         .windows(2)
-        .filter(|w| w[0].abs_diff(w[1]) <= size.next_multiple_of(64))
+        .filter(|w| w[0].abs_diff(w[1]) == slot)
         .count();
     format!(
         "{} pages, span {} KiB, {adjacent} of {} neighbours adjacent",
@@ -92,10 +93,13 @@ fn main() {
         "SIZE >= {HEADER}, BURST >= 1"
     );
     // The cache of the smallest objects that hold SIZE bytes.
-    let class = sheafalloc::caches()
+    let (class, slot) = sheafalloc::caches()
         .into_iter()
         .find(|c| c.object_size >= size as u64)
-        .map(|c| c.name)
+        .map(|c| {
+            let slot = c.object_size as usize;
+            (c.name, slot)
+        })
         .expect("SIZE fits a size class");
     if staged > 0 {
         sheafalloc::set_sheaf_capacity(&class, 64).expect("64 fits every small class");
@@ -124,7 +128,7 @@ fn main() {
                 println!(
                     "thread {thread}: {:.2} ns per buffer; one burst: {}",
                     ns / (f64::from(TIMED_BURSTS) * burst_len as f64),
-                    placement(&addresses, size)
+                    placement(&addresses, slot)
                 );
             });
         }
