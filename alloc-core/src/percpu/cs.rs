@@ -37,8 +37,9 @@
 //!
 //! **The pop and the push reach the cache through GS.** A thread on
 //! per-CPU sheaves points its GS segment base at the cache of the CPU it
-//! was on at its last slow path (`super::claim_gs`, `super::follow_cpu`),
-//! and these two sections address every field of the cache as
+//! was on at its last slow path (`ThreadGs::claim` and
+//! `ThreadGs::follow_cpu`, `gs.rs`), and these two sections address every
+//! field of the cache as
 //! `gs:[offset]`: no register holds the cache's address, so a length's
 //! store and its reload by the next operation use the same segment and
 //! offsets, as a thread-local's do, and the object's address waits on two

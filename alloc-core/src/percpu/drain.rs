@@ -14,9 +14,9 @@
 //! 3. Take every slot (of one class, or all): write the main sheaf's
 //!    length and capacity from its slot into its header, and leave the
 //!    empty sheaf in every slot.
-//! 4. Give the cache its `owner` back and put it back in the entry; send the sheaves away through the
-//!    exchange protocol (main and spare to the CPU's node, remote batches
-//!    home).
+//! 4. Give the cache its `owner` back and put it back in the entry; send
+//!    the sheaves away through the exchange protocol (main and spare to
+//!    the CPU's node, remote batches home).
 
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;

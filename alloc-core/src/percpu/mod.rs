@@ -457,7 +457,7 @@ pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: duty 1; a cache's slots hold valid sheaves while its
-        // `cpu` is its CPU's (CpuCache invariant).
+        // `owner` is its CPU's (CpuCache invariant).
         let object = unsafe { cs::pop(rseq, class.record_offset()) };
         NonNull::new(object).map(NonNull::as_ptr)
     }
