@@ -168,7 +168,7 @@ expect 'rate(sheafalloc_allocations_total{cache="size-256"}[5s])' \
     "the size-256 allocation rate is positive (the counter moves between scrapes)" 'value(result[0]) > 0'
 expect 'sheafalloc_held_bytes{cache="size-256"}' "sheafalloc_held_bytes{cache=\"size-256\"} > 0" 'value(result[0]) > 0'
 expect 'sheafalloc_sheaf_capacity{cache="size-256"}' \
-    "sheafalloc_sheaf_capacity{cache=\"size-256\"} within 1..=256" '1 <= value(result[0]) <= 256'
+    "sheafalloc_sheaf_capacity{cache=\"size-256\"} within 1..=1024" '1 <= value(result[0]) <= 1024'
 expect 'sheafalloc_nodes' "sheafalloc_nodes >= 1" 'value(result[0]) >= 1'
 expect 'sheafalloc_node_info{node="0"}' "sheafalloc_node_info{node=\"0\"} == 1" 'value(result[0]) == 1'
 expect 'sheafalloc_held_bytes{cache="size-256"}' \

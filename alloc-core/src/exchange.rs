@@ -11,6 +11,7 @@
 //! | [`put_full`] | a full sheaf | an empty one, if the barn has one | free: main and spare full |
 //! | [`hand_over`] | a full remote batch | an empty one, if any | a batch for another node is full |
 //! | [`empty_sheaf`] | — | an empty sheaf (barn, else pool) | a slot needs a sheaf |
+//! | [`fit`] | a sheaf | the same at the live capacity, or a larger one | the capacity changed |
 //! | [`refill`] / [`flush`] | — / a sheaf's objects | objects / — | the barn could not help |
 //! | [`dispose`] | any sheaf | — | exit, migration, shrink, purge |
 //! | [`drain_barn`] | — | — | purge: the barn's sheaves go to slabs and pool |
@@ -190,9 +191,59 @@ pub fn empty_sheaf<D: Depot>(depot: &D, node: NodeId, capacity: u32) -> Option<N
     let Some(sheaf) = from_barn else {
         return depot.pool().take(depot.class(), node, capacity);
     };
-    // SAFETY: the barn handed the (empty) sheaf to us.
-    unsafe { (*sheaf.as_ptr()).set_capacity(capacity) };
-    Some(sheaf)
+    // SAFETY: the barn handed the (empty) sheaf to us; we use only what
+    // `fit` returns.
+    Some(unsafe { fit(depot, sheaf, capacity) })
+}
+
+/// Gives an owned sheaf the capacity `target`: in place when its storage
+/// allows (objects above a lower capacity go to the slabs), else by moving
+/// its objects into a larger sheaf from the pool, the old one going back
+/// to the pool (once per storage size the capacity climbs past). Returns
+/// the sheaf to use from now on. If the OS refuses memory for a larger
+/// one, the sheaf keeps its storage as its capacity (the next slow path
+/// tries again). Counted in `sheaf_resizes` when anything changed.
+///
+/// # Safety
+///
+/// 1. The caller owns `sheaf`, whose objects are free objects of this
+///    class whose home is the sheaf's node, and touches only the returned
+///    sheaf afterwards.
+pub unsafe fn fit<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>, target: u32) -> NonNull<Sheaf> {
+    // SAFETY: duty 1: ours.
+    let old = unsafe { &mut *sheaf.as_ptr() };
+    if target > old.storage() {
+        if let Some(larger) = depot.pool().take(depot.class(), old.node, target) {
+            // SAFETY: just taken from the pool: ours, and not `sheaf`.
+            let new = unsafe { &mut *larger.as_ptr() };
+            let held = old.held();
+            let room = new.free_storage();
+            // `room` has `target > storage >= len` entries: every object
+            // moves.
+            let moved = held.len().min(room.len());
+            if let (Some(to), Some(from)) = (room.get_mut(..moved), held.get(..moved)) {
+                to.copy_from_slice(from);
+                new.grow_by(moved);
+            }
+            crate::invariant!(new.len == old.len, "objects lost moving to a larger sheaf");
+            old.clear();
+            // SAFETY: duty 1: ours, emptied (its objects are in `new`),
+            // never touched again.
+            unsafe { depot.pool().give(sheaf) };
+            CacheCounters::add(&depot.counters().sheaf_resizes, 1);
+            return larger;
+        }
+    }
+    if old.capacity != target.min(old.storage()) {
+        let node = old.node;
+        old.resize(target, |excess| {
+            // SAFETY: duty 1: the objects above `target` are free objects
+            // of this class whose home is `node`, leaving the sheaf now.
+            unsafe { depot.flush(node, excess) }
+        });
+        CacheCounters::add(&depot.counters().sheaf_resizes, 1);
+    }
+    sheaf
 }
 
 /// Fills an owned, empty `sheaf` up to its capacity from `node`'s slabs.
@@ -273,5 +324,151 @@ pub fn drain_barn<D: Depot>(depot: &D, node: NodeId) {
             // SAFETY: owned and empty (Barn invariant).
             unsafe { depot.pool().give(empty) };
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::LockRank;
+    use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    use std::vec::Vec;
+
+    /// A depot whose slabs are a list of fake object addresses: what
+    /// `fit` flushes lands in `flushed`.
+    struct TestDepot {
+        barn: Mutex<Barn>,
+        pool: SheafPool,
+        capacity: AtomicU32,
+        counters: CacheCounters,
+        flushed: std::sync::Mutex<Vec<*mut u8>>,
+    }
+
+    impl TestDepot {
+        fn new(capacity: u32) -> Self {
+            Self {
+                barn: Mutex::new(LockRank::Barn, Barn::new()),
+                pool: SheafPool::new(),
+                capacity: AtomicU32::new(capacity),
+                counters: CacheCounters::new(),
+                flushed: std::sync::Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    // SAFETY: test-only: objects are fake addresses never dereferenced,
+    // each handed out once by the test itself; no lock nests.
+    unsafe impl Depot for TestDepot {
+        fn class(&self) -> SizeClass {
+            SizeClass::FIRST
+        }
+        fn barn(&self, _node: NodeId) -> &Mutex<Barn> {
+            &self.barn
+        }
+        fn refill(&self, _node: NodeId, _out: &mut [*mut u8]) -> usize {
+            0
+        }
+        unsafe fn flush(&self, _node: NodeId, objects: &[*mut u8]) {
+            self.flushed.lock().unwrap().extend_from_slice(objects);
+        }
+        fn pool(&self) -> &SheafPool {
+            &self.pool
+        }
+        fn sheaf_capacity(&self) -> u32 {
+            self.capacity.load(Relaxed)
+        }
+        fn counters(&self) -> &CacheCounters {
+            &self.counters
+        }
+    }
+
+    fn fake(i: usize) -> *mut u8 {
+        ((i + 1) * 64) as *mut u8
+    }
+
+    /// A sheaf of `capacity` holding `count` fake objects.
+    fn filled(depot: &TestDepot, capacity: u32, count: usize) -> NonNull<Sheaf> {
+        let sheaf = depot
+            .pool
+            .take(SizeClass::FIRST, NodeId::ZERO, capacity)
+            .unwrap();
+        for i in 0..count {
+            // SAFETY: just taken: ours.
+            assert!(unsafe { (*sheaf.as_ptr()).push(fake(i)) });
+        }
+        sheaf
+    }
+
+    fn resizes(depot: &TestDepot) -> u64 {
+        depot.counters.sheaf_resizes.load(Relaxed)
+    }
+
+    #[test]
+    fn a_raise_past_the_storage_moves_every_object_to_a_larger_sheaf() {
+        let depot = TestDepot::new(512);
+        let small = filled(&depot, 64, 64);
+        // SAFETY: ours; only the returned sheaf is used afterwards.
+        let large = unsafe { fit(&depot, small, 512) };
+        assert_ne!(large, small, "storage 64 cannot hold 512");
+        // SAFETY: returned to us by `fit`.
+        let sheaf = unsafe { large.as_ref() };
+        assert_eq!((sheaf.storage(), sheaf.capacity, sheaf.len), (512, 512, 64));
+        let expected: Vec<*mut u8> = (0..64).map(fake).collect();
+        assert_eq!(sheaf.held(), &expected[..], "same objects, same order");
+        sheaf.check_invariants();
+        assert!(depot.flushed.lock().unwrap().is_empty(), "nothing flushed");
+        assert_eq!(resizes(&depot), 1);
+        // The small sheaf went back to the pool's list of its size.
+        let again = depot.pool.take(SizeClass::FIRST, NodeId::ZERO, 64).unwrap();
+        assert_eq!(again, small);
+    }
+
+    #[test]
+    fn a_lower_capacity_flushes_the_objects_above_it_in_place() {
+        let depot = TestDepot::new(16);
+        let sheaf = filled(&depot, 64, 64);
+        // SAFETY: ours; only the returned sheaf is used afterwards.
+        let same = unsafe { fit(&depot, sheaf, 16) };
+        assert_eq!(same, sheaf);
+        // SAFETY: ours.
+        let held = unsafe { same.as_ref() };
+        assert_eq!((held.capacity, held.len), (16, 16));
+        let top: Vec<*mut u8> = (16..64).map(fake).collect();
+        assert_eq!(*depot.flushed.lock().unwrap(), top);
+        assert_eq!(resizes(&depot), 1);
+    }
+
+    #[test]
+    fn a_raise_within_the_storage_stays_in_place_and_an_unchanged_one_counts_nothing() {
+        let depot = TestDepot::new(64);
+        let sheaf = filled(&depot, 40, 40);
+        // SAFETY: ours.
+        assert_eq!(unsafe { sheaf.as_ref() }.storage(), 64);
+        // SAFETY: ours; only the returned sheaf is used afterwards.
+        let same = unsafe { fit(&depot, sheaf, 64) };
+        assert_eq!(same, sheaf);
+        // SAFETY: ours.
+        assert_eq!(unsafe { same.as_ref() }.capacity, 64);
+        assert_eq!(resizes(&depot), 1);
+        // SAFETY: ours.
+        let again = unsafe { fit(&depot, same, 64) };
+        assert_eq!((again, resizes(&depot)), (same, 1));
+    }
+
+    #[test]
+    fn an_empty_sheaf_from_the_barn_is_fitted_to_the_live_capacity() {
+        let depot = TestDepot::new(64);
+        let small = filled(&depot, 64, 0);
+        // SAFETY: ours, empty, this barn's node and class.
+        assert!(unsafe { depot.barn.lock().put_empty(small) }.is_ok());
+        depot.capacity.store(1024, Relaxed);
+        let empty = empty_sheaf(&depot, NodeId::ZERO, 1024).unwrap();
+        // SAFETY: ours.
+        let sheaf = unsafe { empty.as_ref() };
+        assert_eq!(
+            (sheaf.storage(), sheaf.capacity, sheaf.len),
+            (1024, 1024, 0)
+        );
+        assert_eq!(depot.barn.lock().counts(), (0, 0));
     }
 }

@@ -1,14 +1,20 @@
-//! Sheaves: fixed-size arrays of free object pointers, and the pool their
-//! storage comes from.
+//! Sheaves: arrays of free object pointers, and the pool their storage
+//! comes from.
 //!
 //! A thread allocates by popping from its *main* sheaf and frees by pushing
-//! onto it; whole sheaves move between a thread and its node's barn. The
-//! storage of every sheaf is sized for [`SHEAF_CAPACITY_MAX`] so that a live
-//! capacity change never reallocates one.
+//! onto it; whole sheaves move between a thread and its node's barn.
+//!
+//! A sheaf's storage is sized by the capacity it was made for, rounded up
+//! to a power of two (at least [`SHEAF_STORAGE_MIN`], at most
+//! [`SHEAF_CAPACITY_MAX`]): a sheaf of the default 64 objects is 576
+//! bytes, one the auto-tuner raised to 1024 is 8 KiB. A capacity change
+//! within the storage is done in place ([`Sheaf::resize`]); a raise above
+//! it moves the objects into a larger sheaf (`exchange::fit`), which
+//! happens once per tier the capacity crosses.
 //!
 //! Sheaf memory comes from the OS through [`SheafPool`], never from the
 //! global allocator; a sheaf that is no longer needed goes back to the pool's
-//! free list and is reused.
+//! free list of its size and is reused.
 
 use core::ptr::{self, NonNull};
 
@@ -18,17 +24,36 @@ use crate::size_class::SizeClass;
 use crate::sync::{LockRank, Mutex};
 
 /// Largest sheaf capacity any cache can be set to (4 under loom, so that
-/// its models reach every limit in a few steps).
+/// its models reach every limit in a few steps). A power of two.
 #[cfg(not(loom))]
-pub const SHEAF_CAPACITY_MAX: u32 = 256;
+pub const SHEAF_CAPACITY_MAX: u32 = 1024;
 /// Largest sheaf capacity any cache can be set to (4 under loom, so that
-/// its models reach every limit in a few steps).
+/// its models reach every limit in a few steps). A power of two.
 #[cfg(loom)]
 pub const SHEAF_CAPACITY_MAX: u32 = 4;
 
+/// Smallest storage a sheaf is made with (a power of two): smaller
+/// capacities share it.
+#[cfg(not(loom))]
+pub const SHEAF_STORAGE_MIN: u32 = 8;
+/// Smallest storage a sheaf is made with (a power of two).
+#[cfg(loom)]
+pub const SHEAF_STORAGE_MIN: u32 = 1;
+
+/// Storage sizes: every power of two from `SHEAF_STORAGE_MIN` to
+/// `SHEAF_CAPACITY_MAX`.
+const TIERS: usize =
+    (SHEAF_CAPACITY_MAX.trailing_zeros() - SHEAF_STORAGE_MIN.trailing_zeros()) as usize + 1;
+
+const _: () = assert!(SHEAF_CAPACITY_MAX.is_power_of_two() && SHEAF_STORAGE_MIN.is_power_of_two());
+const _: () = assert!(SHEAF_STORAGE_MIN <= SHEAF_CAPACITY_MAX);
+
 /// An array of free objects of one size class, all with the same home node.
 ///
-/// Invariants: `len <= capacity <= SHEAF_CAPACITY_MAX`; `objects[..len]`
+/// Invariants: `len <= capacity <= storage <= SHEAF_CAPACITY_MAX`, and
+/// `storage` entries of object storage follow the header in the sheaf's
+/// memory (a pool sheaf's block holds [`Sheaf::bytes_for`]`(storage)`
+/// bytes; the shared empty stand-in has `storage == 0`); `objects[..len]`
 /// are distinct free objects of size class `class` whose home is `node`
 /// (arena addresses, so never null).
 /// A sheaf has exactly one owner at a time (a thread's main, spare or
@@ -38,7 +63,8 @@ pub const SHEAF_CAPACITY_MAX: u32 = 4;
 pub struct Sheaf {
     /// Objects held.
     pub len: u32,
-    /// Objects it may hold now (the cache's capacity when last synced).
+    /// Objects it may hold now (the cache's capacity when last synced,
+    /// lowered to the storage).
     pub capacity: u32,
     /// Link in a barn stack or the pool's free list.
     pub next: *mut Sheaf,
@@ -46,22 +72,85 @@ pub struct Sheaf {
     pub node: NodeId,
     /// Class of the objects.
     pub class: SizeClass,
-    /// Object storage; `objects[..len]` are valid.
-    pub objects: [*mut u8; SHEAF_CAPACITY_MAX as usize],
+    /// Entries of object storage after the header (fixed when made).
+    storage: u32,
+    /// Start of the object storage; `storage` entries, `[..len]` valid.
+    pub(crate) objects: [*mut u8; 0],
 }
 
 impl Sheaf {
+    /// The shared empty stand-in's header: no storage, capacity 0.
+    pub(crate) const EMPTY: Sheaf = Sheaf {
+        len: 0,
+        capacity: 0,
+        next: ptr::null_mut(),
+        node: NodeId::ZERO,
+        class: SizeClass::FIRST,
+        storage: 0,
+        objects: [],
+    };
+
+    /// Storage a sheaf made for `capacity` gets: the next power of two,
+    /// within `SHEAF_STORAGE_MIN..=SHEAF_CAPACITY_MAX`.
+    pub const fn storage_for(capacity: u32) -> u32 {
+        let capacity = if capacity < SHEAF_STORAGE_MIN {
+            SHEAF_STORAGE_MIN
+        } else if capacity > SHEAF_CAPACITY_MAX {
+            SHEAF_CAPACITY_MAX
+        } else {
+            capacity
+        };
+        capacity.next_power_of_two()
+    }
+
+    /// Bytes of a sheaf with `storage` entries: the header and the
+    /// entries, rounded up to the sheaf's alignment.
+    pub const fn bytes_for(storage: u32) -> usize {
+        // Cannot wrap: `storage` is a `u32` entry count, far below
+        // `usize::MAX / 8`.
+        let bytes =
+            core::mem::offset_of!(Sheaf, objects).wrapping_add((storage as usize).wrapping_mul(8));
+        let align = core::mem::align_of::<Sheaf>();
+        let rounded = bytes.div_ceil(align).wrapping_mul(align);
+        if rounded < core::mem::size_of::<Sheaf>() {
+            core::mem::size_of::<Sheaf>()
+        } else {
+            rounded
+        }
+    }
+
+    /// Entries of object storage: the most `capacity` can be without
+    /// moving the objects to a larger sheaf.
+    pub fn storage(&self) -> u32 {
+        self.storage
+    }
+
+    /// The first entry of the object storage, for the fast paths, which
+    /// index it below the length they keep.
+    pub fn objects_ptr(&mut self) -> *mut *mut u8 {
+        ptr::addr_of_mut!(self.objects).cast()
+    }
+
     /// The held objects.
     pub fn held(&self) -> &[*mut u8] {
-        self.objects.get(..self.len as usize).unwrap_or(&[])
+        let len = self.len.min(self.storage) as usize;
+        // SAFETY: `storage` entries follow the header (invariant) and the
+        // first `len <= storage` are initialised object pointers.
+        unsafe { core::slice::from_raw_parts(ptr::addr_of!(self.objects).cast(), len) }
     }
 
     /// The unused room up to the capacity, to be filled in place and then
     /// counted with [`grow_by`](Self::grow_by).
     pub fn free_storage(&mut self) -> &mut [*mut u8] {
-        self.objects
-            .get_mut(self.len as usize..self.capacity as usize)
-            .unwrap_or(&mut [])
+        let end = self.capacity.min(self.storage) as usize;
+        let start = (self.len as usize).min(end);
+        // SAFETY: `storage` entries follow the header (invariant), owned
+        // with the sheaf; `start..end` lies within them. Entries past
+        // `len` hold zeros from the OS or pointers written before: both
+        // are initialised values of a raw pointer.
+        unsafe {
+            core::slice::from_raw_parts_mut(self.objects_ptr().add(start), end.wrapping_sub(start))
+        }
     }
 
     /// Counts `filled` objects written into [`free_storage`](Self::free_storage).
@@ -76,23 +165,19 @@ impl Sheaf {
         self.len = 0;
     }
 
-    /// Sets the capacity of an empty sheaf (clamped to the storage).
+    /// Sets the capacity of an empty sheaf (lowered to the storage).
     pub fn set_capacity(&mut self, capacity: u32) {
         crate::invariant!(self.len == 0, "capacity set on a sheaf with objects");
-        self.capacity = capacity.min(SHEAF_CAPACITY_MAX);
+        self.capacity = capacity.min(self.storage);
     }
 
     /// Lowers the capacity to `capacity`, first handing every object above
     /// it to `flush` (which must take them: they leave the sheaf); raises
     /// it up to the storage's size.
     pub fn resize(&mut self, capacity: u32, flush: impl FnOnce(&[*mut u8])) {
-        let capacity = capacity.min(SHEAF_CAPACITY_MAX);
+        let capacity = capacity.min(self.storage);
         if self.len > capacity {
-            flush(
-                self.objects
-                    .get(capacity as usize..self.len as usize)
-                    .unwrap_or(&[]),
-            );
+            flush(self.held().get(capacity as usize..).unwrap_or(&[]));
             self.len = capacity;
         }
         self.capacity = capacity;
@@ -100,10 +185,8 @@ impl Sheaf {
 
     /// Pushes an object; returns false if the sheaf is at capacity.
     pub fn push(&mut self, object: *mut u8) -> bool {
-        if self.len >= self.capacity {
-            return false;
-        }
-        let Some(slot) = self.objects.get_mut(self.len as usize) else {
+        // The room above `len` up to the capacity: empty at capacity.
+        let Some(slot) = self.free_storage().first_mut() else {
             return false;
         };
         *slot = object;
@@ -114,9 +197,8 @@ impl Sheaf {
 
     /// Pops an object, if any.
     pub fn pop(&mut self) -> Option<*mut u8> {
-        let len = self.len.checked_sub(1)?;
-        let object = *self.objects.get(len as usize)?;
-        self.len = len;
+        let object = *self.held().last()?;
+        self.len = self.len.wrapping_sub(1);
         Some(object)
     }
 
@@ -124,8 +206,8 @@ impl Sheaf {
     pub fn check_invariants(&self) {
         crate::invariant!(self.len <= self.capacity, "sheaf len above capacity");
         crate::invariant!(
-            self.capacity <= SHEAF_CAPACITY_MAX,
-            "sheaf capacity above maximum"
+            self.capacity <= self.storage && self.storage <= SHEAF_CAPACITY_MAX,
+            "sheaf capacity above its storage or the maximum"
         );
         #[cfg(debug_assertions)]
         {
@@ -143,16 +225,18 @@ impl Sheaf {
 
 /// Free-list pool of sheaf storage, fed by OS mappings.
 ///
-/// Invariant: every sheaf on `free` is owned by the pool; `cursor..end` is
-/// mapped memory not yet handed out.
+/// Invariant: every sheaf on `free[t]` is owned by the pool and has the
+/// storage of tier `t` (`SHEAF_STORAGE_MIN << t` entries); `cursor..end`
+/// is mapped memory not yet handed out.
 pub struct SheafPool {
     inner: Mutex<PoolInner>,
 }
 
 struct PoolInner {
-    free: *mut Sheaf,
+    /// Free sheaves, one list per storage size.
+    free: [*mut Sheaf; TIERS],
     /// The newest mapped block; each block's first word links the one
-    /// mapped before it (its first sheaf-sized slot is not handed out).
+    /// mapped before it (its first sheaf-aligned slot is not handed out).
     blocks: *mut u8,
     cursor: usize,
     end: usize,
@@ -170,9 +254,21 @@ const POOL_BLOCK_BYTES: usize = 256 * 1024;
 #[cfg(loom)]
 const POOL_BLOCK_BYTES: usize = 4096;
 
+const _: () = assert!(
+    POOL_BLOCK_BYTES >= core::mem::size_of::<Sheaf>() + Sheaf::bytes_for(SHEAF_CAPACITY_MAX)
+);
+
+/// The free list a sheaf of `storage` entries belongs to.
+fn tier(storage: u32) -> usize {
+    (storage
+        .trailing_zeros()
+        .saturating_sub(SHEAF_STORAGE_MIN.trailing_zeros()) as usize)
+        .min(TIERS - 1)
+}
+
 impl SheafPool {
     const EMPTY: PoolInner = PoolInner {
-        free: ptr::null_mut(),
+        free: [ptr::null_mut(); TIERS],
         blocks: ptr::null_mut(),
         cursor: 0,
         end: 0,
@@ -196,25 +292,32 @@ impl SheafPool {
         }
     }
 
-    /// Takes an empty sheaf for `class` and `node` with `capacity`, or `None`
-    /// if the OS refuses memory.
+    /// Takes an empty sheaf for `class` and `node` with `capacity` (and
+    /// the storage [`Sheaf::storage_for`] gives it), or `None` if the OS
+    /// refuses memory.
     pub fn take(&self, class: SizeClass, node: NodeId, capacity: u32) -> Option<NonNull<Sheaf>> {
+        let storage = Sheaf::storage_for(capacity);
+        let tier = tier(storage);
         let raw = {
             let mut inner = self.inner.lock();
-            if !inner.free.is_null() {
-                let sheaf = inner.free;
-                // SAFETY: sheaves on the free list are pool-owned (invariant).
-                inner.free = unsafe { (*sheaf).next };
-                sheaf
+            let head = inner.free.get(tier).copied().unwrap_or(ptr::null_mut());
+            if !head.is_null() {
+                // SAFETY: sheaves on a free list are pool-owned (invariant).
+                let next = unsafe { (*head).next };
+                if let Some(list) = inner.free.get_mut(tier) {
+                    *list = next;
+                }
+                head
             } else {
-                let size = core::mem::size_of::<Sheaf>();
+                let size = Sheaf::bytes_for(storage);
                 if inner.end.wrapping_sub(inner.cursor) < size {
                     let block = os::map(POOL_BLOCK_BYTES, os::page_size())?;
                     // SAFETY: a fresh, page-aligned mapping of
                     // POOL_BLOCK_BYTES: its first word is ours to write.
                     unsafe { block.as_ptr().cast::<*mut u8>().write(inner.blocks) };
                     inner.blocks = block.as_ptr();
-                    inner.cursor = (block.as_ptr() as usize).wrapping_add(size);
+                    inner.cursor =
+                        (block.as_ptr() as usize).wrapping_add(core::mem::size_of::<Sheaf>());
                     inner.end = (block.as_ptr() as usize).wrapping_add(POOL_BLOCK_BYTES);
                     inner.mapped_bytes = inner.mapped_bytes.wrapping_add(POOL_BLOCK_BYTES as u64);
                 }
@@ -225,14 +328,16 @@ impl SheafPool {
             }
         };
         // SAFETY: `raw` is pool memory now owned by the caller, aligned for
-        // `Sheaf` (blocks are page-aligned, the size is a multiple of 64).
-        // Writing the header only: `objects[..0]` needs no initialisation.
+        // `Sheaf` (blocks are page-aligned, every size a multiple of 64),
+        // `bytes_for(storage)` long. Writing the header only:
+        // `objects[..0]` needs no initialisation.
         unsafe {
             ptr::addr_of_mut!((*raw).len).write(0);
-            ptr::addr_of_mut!((*raw).capacity).write(capacity.min(SHEAF_CAPACITY_MAX));
+            ptr::addr_of_mut!((*raw).capacity).write(capacity.min(storage));
             ptr::addr_of_mut!((*raw).next).write(ptr::null_mut());
             ptr::addr_of_mut!((*raw).node).write(node);
             ptr::addr_of_mut!((*raw).class).write(class);
+            ptr::addr_of_mut!((*raw).storage).write(storage);
         }
         NonNull::new(raw)
     }
@@ -244,10 +349,15 @@ impl SheafPool {
     /// 1. `sheaf` came from `take` of this pool, is empty, and the caller
     ///    owns it and will not touch it again.
     pub unsafe fn give(&self, sheaf: NonNull<Sheaf>) {
+        // SAFETY: duty 1: the caller owns the sheaf.
+        let tier = tier(unsafe { sheaf.as_ref() }.storage);
         let mut inner = self.inner.lock();
-        // SAFETY: duty 1: the caller hands over ownership.
-        unsafe { (*sheaf.as_ptr()).next = inner.free };
-        inner.free = sheaf.as_ptr();
+        if let Some(list) = inner.free.get_mut(tier) {
+            // SAFETY: duty 1: the caller hands over ownership; the sheaf
+            // joins the list of its storage (pool invariant).
+            unsafe { (*sheaf.as_ptr()).next = *list };
+            *list = sheaf.as_ptr();
+        }
     }
 
     /// Bytes mapped for sheaves, and sheaves carved, since start.
@@ -297,6 +407,46 @@ pub static SHEAF_POOL: SheafPool = SheafPool::new();
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_comes_in_powers_of_two_and_each_size_is_reused_for_its_own() {
+        assert_eq!(Sheaf::storage_for(0), SHEAF_STORAGE_MIN);
+        assert_eq!(Sheaf::storage_for(64), 64);
+        assert_eq!(Sheaf::storage_for(65), 128);
+        assert_eq!(Sheaf::storage_for(227), 256);
+        assert_eq!(
+            Sheaf::storage_for(SHEAF_CAPACITY_MAX + 1),
+            SHEAF_CAPACITY_MAX
+        );
+        // The header (24 bytes) and the entries, in whole 64-byte lines.
+        assert_eq!(Sheaf::bytes_for(8), 128);
+        assert_eq!(Sheaf::bytes_for(64), 576);
+        assert_eq!(Sheaf::bytes_for(1024), 8256);
+        let pool = SheafPool::new();
+        let class = SizeClass::FIRST;
+        let small = pool.take(class, NodeId::ZERO, 60).unwrap();
+        let large = pool.take(class, NodeId::ZERO, 1000).unwrap();
+        // SAFETY: both taken above: ours.
+        let (s, l) = unsafe { (small.as_ref(), large.as_ref()) };
+        assert_eq!(
+            (s.storage(), s.capacity, l.storage(), l.capacity),
+            (64, 60, 1024, 1000)
+        );
+        // Carved one after the other: each gets the bytes of its storage.
+        assert_eq!(
+            large.as_ptr() as usize - small.as_ptr() as usize,
+            Sheaf::bytes_for(64)
+        );
+        // SAFETY: empty, ours, not used again.
+        unsafe { pool.give(large) };
+        // A sheaf of another size does not take the freed large one...
+        let other = pool.take(class, NodeId::ZERO, 64).unwrap();
+        assert_ne!(other, large);
+        // ...one of its size does.
+        assert_eq!(pool.take(class, NodeId::ZERO, 513).unwrap(), large);
+        let (mapped, carved) = pool.usage();
+        assert_eq!((mapped, carved), (POOL_BLOCK_BYTES as u64, 3));
+    }
 
     #[test]
     fn push_pop_respects_capacity_and_order() {

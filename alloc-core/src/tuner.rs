@@ -36,7 +36,7 @@
 //!   *because* of its capacity, and halving it would only bring the slow
 //!   paths back (and make the capacity swing).
 //! * **Bounds**: never below the class's default capacity, never above
-//!   [`crate::cache::max_sheaf_capacity`] (256 objects and 512 KiB per
+//!   [`crate::cache::max_sheaf_capacity`] (1024 objects and 512 KiB per
 //!   sheaf, so a thread pins at most 1 MiB in one cache).
 //! * **Hysteresis**: the dead band between the raise and lower thresholds;
 //!   [`COOLDOWN_TICKS`] ticks without a change after each change; a change

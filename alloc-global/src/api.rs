@@ -65,7 +65,7 @@ pub enum SetCapacityError {
     /// No cache has this name.
     UnknownCache(String),
     /// The capacity is outside `min..=max` (`max` is the cache's own
-    /// limit: at most 256 objects and 512 KiB of objects per sheaf).
+    /// limit: at most 1024 objects and 512 KiB of objects per sheaf).
     OutOfRange {
         /// The value asked for.
         requested: u64,
@@ -104,7 +104,7 @@ pub const SHEAF_CAPACITY_RANGE: (u32, u32) = (
 );
 
 /// The capacities cache `name` accepts: `1..=max`, where `max` keeps a
-/// sheaf within 256 objects and 512 KiB of objects (`None`: no such cache).
+/// sheaf within 1024 objects and 512 KiB of objects (`None`: no such cache).
 pub fn sheaf_capacity_range(name: &str) -> Option<(u32, u32)> {
     let class = SizeClass::from_name(name)?;
     Some((
@@ -118,7 +118,7 @@ pub fn sheaf_capacity_range(name: &str) -> Option<(u32, u32)> {
 /// capacity reaches every live thread's fast path at once (its next free
 /// above the new capacity takes the slow path, which trims its sheaves); a
 /// higher one is applied at each thread's next sheaf exchange. The range is
-/// `1..=max`, where `max` keeps a sheaf within 256 objects and 512 KiB of
+/// `1..=max`, where `max` keeps a sheaf within 1024 objects and 512 KiB of
 /// objects ([`sheaf_capacity_range`]).
 pub fn set_sheaf_capacity(name: &str, capacity: u64) -> Result<(), SetCapacityError> {
     let class = class_named(name)?;

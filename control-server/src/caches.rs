@@ -28,7 +28,7 @@ pub struct CacheView {
     /// `size-<object size>`, e.g. `size-256`.
     pub name: String,
     /// The largest capacity `PUT .../sheaf_capacity` accepts for this cache
-    /// (256, or fewer for large objects: a sheaf holds at most
+    /// (1024, or fewer for large objects: a sheaf holds at most
     /// `SHEAF_BYTES_MAX` bytes of objects).
     #[serde(default)]
     pub sheaf_capacity_max: u32,
@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(capacity_value(class, &number("0")), Ok(0)); // range checked later
         assert!(matches!(
             capacity_value(class, &number("-1")),
-            Err(ApiError::Unprocessable(message)) if message.contains("-1 is outside the allowed range 1..=256 for size-256")
+            Err(ApiError::Unprocessable(message)) if message.contains("-1 is outside the allowed range 1..=1024 for size-256")
         ));
         assert!(matches!(
             capacity_value(class, &number("1e30")),
@@ -313,7 +313,7 @@ mod tests {
         };
         let view = CacheView::new(class, &stats);
         assert_eq!(view.name, "size-256");
-        assert_eq!(view.sheaf_capacity_max, 256);
+        assert_eq!(view.sheaf_capacity_max, 1024);
         let largest = SizeClass::from_name("size-262144").unwrap();
         assert_eq!(CacheView::new(largest, &stats).sheaf_capacity_max, 2);
         assert_eq!((view.allocations, view.frees, view.live_objects), (7, 3, 4));

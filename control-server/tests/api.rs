@@ -90,7 +90,7 @@ fn one_cache_by_name() {
     assert_eq!(json["name"], "size-256");
     assert_eq!(json["object_size"], 256);
     let capacity = json["sheaf_capacity"].as_u64().unwrap();
-    assert!((1..=256).contains(&capacity));
+    assert!((1..=1024).contains(&capacity));
 }
 
 #[test]
@@ -145,7 +145,7 @@ fn capacity_changes_and_its_bad_inputs() {
     assert_eq!(get_json(&api, cache_url)["sheaf_capacity"], 3);
 
     // 40 KiB objects: at most 12 fit the 512 KiB a sheaf may hold.
-    for out_of_range in ["0", "13", "257", "-5", "100000000000000000000", "1e30"] {
+    for out_of_range in ["0", "13", "1025", "-5", "100000000000000000000", "1e30"] {
         let body = format!(r#"{{"sheaf_capacity": {out_of_range}}}"#);
         let message = put(&api, url, &body).expect_error(422);
         assert!(

@@ -185,7 +185,7 @@ fn errors_have_messages_and_exit_codes() {
         "0",
     ]);
     assert_eq!(out_of_range.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out_of_range.stderr).contains("1..=256"));
+    assert!(String::from_utf8_lossy(&out_of_range.stderr).contains("1..=1024"));
     let too_many_bytes = sheafctl(&[
         "--addr",
         &addr,

@@ -139,7 +139,7 @@ fn drain_cache(
                     // Taken from its slot past the membarrier: ours. A
                     // drain after a lower capacity trims it here, so the
                     // barn never keeps the excess.
-                    slow::sync_capacity(&depot, sheaf);
+                    let sheaf = slow::sync_capacity(&depot, sheaf);
                     // SAFETY: ours (above); its objects' home is its node.
                     unsafe { exchange::dispose(&depot, (*sheaf.as_ptr()).node, sheaf) };
                 }

@@ -51,7 +51,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use crate::node::NodeId;
 use crate::os;
-use crate::sheaf::{Sheaf, SHEAF_CAPACITY_MAX};
+use crate::sheaf::Sheaf;
 use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::topology::MAX_CPUS;
 
@@ -311,14 +311,7 @@ struct EmptySheaf(UnsafeCell<Sheaf>);
 // sharing a constant.
 unsafe impl Sync for EmptySheaf {}
 
-static EMPTY: EmptySheaf = EmptySheaf(UnsafeCell::new(Sheaf {
-    len: 0,
-    capacity: 0,
-    next: ptr::null_mut(),
-    node: NodeId::ZERO,
-    class: SizeClass::FIRST,
-    objects: [ptr::null_mut(); SHEAF_CAPACITY_MAX as usize],
-}));
+static EMPTY: EmptySheaf = EmptySheaf(UnsafeCell::new(Sheaf::EMPTY));
 
 /// The shared empty sheaf.
 pub(crate) const fn empty_sheaf() -> *mut Sheaf {

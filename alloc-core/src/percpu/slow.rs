@@ -147,20 +147,18 @@ fn real(sheaf: *mut Sheaf) -> Option<NonNull<Sheaf>> {
 }
 
 /// Sets an owned sheaf to the depot's capacity (objects above a lower one
-/// go to the slabs).
-pub(super) fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) {
+/// go to the slabs; a sheaf too small for a higher one is moved into a
+/// larger one, see `exchange::fit`). Returns the sheaf to use from now on.
+#[must_use]
+pub(super) fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) -> NonNull<Sheaf> {
     let target = depot.sheaf_capacity();
     // SAFETY: the caller owns the sheaf.
-    let sheaf = unsafe { &mut *sheaf.as_ptr() };
-    if sheaf.capacity != target {
-        let node = sheaf.node;
-        sheaf.resize(target, |excess| {
-            // SAFETY: the objects above `target` are free objects of the
-            // class whose home is the sheaf's node, leaving it now.
-            unsafe { depot.flush(node, excess) }
-        });
-        CacheCounters::add(&depot.counters().sheaf_resizes, 1);
+    if unsafe { sheaf.as_ref() }.capacity == target {
+        return sheaf;
     }
+    // SAFETY: owned by the caller, whose objects are of this class at the
+    // sheaf's node; the caller uses only the returned sheaf.
+    unsafe { exchange::fit(depot, sheaf, target) }
 }
 
 /// The single-section spare swap (`cs::swap_spare`), counted in `swaps`
@@ -228,9 +226,10 @@ pub unsafe fn alloc_slow(
         // (whoever detaches it reads it again as its owner).
         if real(spare).is_some() && unsafe { core::ptr::read_volatile(&(*spare).len) } > 0 {
             if here.replace(Slot::Spare, spare, empty_sheaf()) {
-                if let Some(owned) = real(spare) {
-                    sync_capacity(&depot, owned);
-                }
+                // Ours now (detached above); `fit` may move its objects
+                // into a larger sheaf.
+                let spare =
+                    real(spare).map_or(spare, |owned| sync_capacity(&depot, owned).as_ptr());
                 if here.replace(Slot::Main, main, spare) {
                     swaps.count(&depot.counters().spare_swaps);
                     here.park(&depot, main);
@@ -260,7 +259,7 @@ pub unsafe fn alloc_slow(
                 empty
             }
         };
-        sync_capacity(&depot, full);
+        let full = sync_capacity(&depot, full);
         if here.replace(Slot::Main, main, full.as_ptr()) {
             here.park(&depot, main);
         } else {
@@ -340,7 +339,7 @@ pub unsafe fn free_slow(
                     None => break,
                 },
             };
-            sync_capacity(&depot, empty);
+            let empty = sync_capacity(&depot, empty);
             if here.replace(Slot::Main, main, empty.as_ptr()) {
                 swaps.count(&depot.counters().spare_swaps);
                 here.park(&depot, main);

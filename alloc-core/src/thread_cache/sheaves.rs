@@ -73,8 +73,9 @@ impl HotSlot {
         if len >= self.capacity.load(Relaxed) {
             return false;
         }
-        // SAFETY: `len < capacity <= SHEAF_CAPACITY_MAX`, so the entry lies
-        // in the installed main sheaf's array (HotSlot invariant).
+        // SAFETY: `len < capacity <=` the installed main sheaf's capacity
+        // `<=` its storage, so the entry lies in its object storage
+        // (HotSlot and Sheaf invariants).
         unsafe { *self.objects.load(Relaxed).add(len as usize) = object };
         self.len.store(len.wrapping_add(1), Relaxed);
         self.frees
@@ -451,13 +452,8 @@ impl<'a> ClassSheaves<'a> {
     fn install<D: Depot>(self, depot: &D, sheaf: *mut Sheaf) {
         self.cold.main.set(sheaf);
         // SAFETY: the caller hands us an owned sheaf.
-        let (objects, capacity, len) = unsafe {
-            (
-                (*sheaf).objects.as_mut_ptr(),
-                (*sheaf).capacity,
-                (*sheaf).len,
-            )
-        };
+        let (objects, capacity, len) =
+            unsafe { ((*sheaf).objects_ptr(), (*sheaf).capacity, (*sheaf).len) };
         self.hot.objects.store(objects, Relaxed);
         self.hot.len.store(len, Relaxed);
         self.hot.capacity.store(capacity, SeqCst);
@@ -475,22 +471,28 @@ impl<'a> ClassSheaves<'a> {
     }
 
     /// Applies the depot's current capacity to main and spare, returning
-    /// objects above a smaller capacity to the slabs.
+    /// objects above a smaller capacity to the slabs, and moving a sheaf
+    /// whose storage is too small for a larger one into a larger sheaf
+    /// (`exchange::fit`).
     fn sync_capacity<D: Depot>(self, depot: &D) {
         let target = depot.sheaf_capacity();
-        let main = self.cold.main.get();
-        // SAFETY: main and spare are owned by this thread.
-        if !main.is_null() && unsafe { (*main).capacity } != target {
-            self.stash();
-            // SAFETY: owned and stashed.
-            resize(depot, unsafe { &mut *main }, target);
-            self.install(depot, main);
+        if let Some(main) = NonNull::new(self.cold.main.get()) {
+            // SAFETY: owned by this thread.
+            if unsafe { main.as_ref() }.capacity != target {
+                self.stash();
+                // SAFETY: owned and stashed; only the returned sheaf is
+                // used from here (installed at once).
+                let main = unsafe { exchange::fit(depot, main, target) };
+                self.install(depot, main.as_ptr());
+            }
         }
-        let spare = self.cold.spare.get();
-        // SAFETY: as above.
-        if !spare.is_null() && unsafe { (*spare).capacity } != target {
-            // SAFETY: owned.
-            resize(depot, unsafe { &mut *spare }, target);
+        if let Some(spare) = NonNull::new(self.cold.spare.get()) {
+            // SAFETY: owned by this thread.
+            if unsafe { spare.as_ref() }.capacity != target {
+                // SAFETY: owned; only the returned sheaf is kept.
+                let spare = unsafe { exchange::fit(depot, spare, target) };
+                self.cold.spare.set(spare.as_ptr());
+            }
         }
     }
 
@@ -525,18 +527,6 @@ impl<'a> ClassSheaves<'a> {
             .saturating_add(count(self.cold.spare.get()))
             .saturating_add(count(self.cold.remote.get()))
     }
-}
-
-/// Resizes an owned sheaf to `target`, objects above it going to its
-/// node's slabs.
-fn resize<D: Depot>(depot: &D, sheaf: &mut Sheaf, target: u32) {
-    let node = sheaf.node;
-    sheaf.resize(target, |excess| {
-        // SAFETY: the objects above `target` are free objects of this class
-        // whose home is the sheaf's node, leaving the sheaf now.
-        unsafe { depot.flush(node, excess) }
-    });
-    CacheCounters::add(&depot.counters().sheaf_resizes, 1);
 }
 
 #[cfg(all(test, not(loom)))]
