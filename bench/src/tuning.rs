@@ -3,7 +3,7 @@
 //!
 //! * `auto` — as shipped: the tuner on, default capacities to start from;
 //! * `defaults` — `SHEAFALLOC_AUTOTUNE=off`: the default capacities, fixed;
-//! * `fixed-C` for C in 16, 32, 64, 128, 256 — the tuner off and every
+//! * `fixed-C` for C in 16, 32, …, 1024 — the tuner off and every
 //!   class below 4 KiB pinned at C (`SHEAFALLOC_CAPACITY`; larger classes
 //!   keep their defaults), the static sweep the tuner is measured against.
 //!
@@ -25,11 +25,11 @@ use crate::sweep::{self, Config, Sweep};
 use sheafalloc_bench::summary;
 
 /// Fixed capacities of the sweep.
-const FIXED: [u32; 5] = [16, 32, 64, 128, 256];
+const FIXED: [u32; 7] = [16, 32, 64, 128, 256, 512, 1024];
 
 /// The workloads the tuner is for (the list: hand-off steady and
 /// bursty, churn at several burst sizes, larson, the HTTP service).
-const DEFAULT_WORKLOADS: [Workload; 9] = [
+const DEFAULT_WORKLOADS: [Workload; 10] = [
     Workload::Handoff1to1,
     Workload::Handoff4to4,
     Workload::Bursty,
@@ -48,6 +48,7 @@ const DEFAULT_WORKLOADS: [Workload; 9] = [
     Workload::Fifo256,
     Workload::Larson,
     Workload::HttpOrders,
+    Workload::HttpCatalog,
 ];
 
 fn configs() -> Vec<Config> {
@@ -69,7 +70,7 @@ fn configs() -> Vec<Config> {
 }
 
 /// `size-8=C,size-16=C,...` for every class below 4 KiB (capped at the
-/// class's byte bound, which only bites above 2 KiB).
+/// class's byte bound: 1024 objects up to 512 B, fewer above).
 fn capacity_list(capacity: u32) -> String {
     sheafalloc::caches()
         .iter()
