@@ -300,13 +300,11 @@ impl SheafPool {
         let tier = tier(storage);
         let raw = {
             let mut inner = self.inner.lock();
-            let head = inner.free.get(tier).copied().unwrap_or(ptr::null_mut());
-            if !head.is_null() {
+            let list = inner.free.get_mut(tier).filter(|list| !list.is_null());
+            if let Some(list) = list {
+                let head = *list;
                 // SAFETY: sheaves on a free list are pool-owned (invariant).
-                let next = unsafe { (*head).next };
-                if let Some(list) = inner.free.get_mut(tier) {
-                    *list = next;
-                }
+                *list = unsafe { (*head).next };
                 head
             } else {
                 let size = Sheaf::bytes_for(storage);

@@ -151,14 +151,10 @@ fn real(sheaf: *mut Sheaf) -> Option<NonNull<Sheaf>> {
 /// larger one, see `exchange::fit`). Returns the sheaf to use from now on.
 #[must_use]
 pub(super) fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) -> NonNull<Sheaf> {
-    let target = depot.sheaf_capacity();
-    // SAFETY: the caller owns the sheaf.
-    if unsafe { sheaf.as_ref() }.capacity == target {
-        return sheaf;
-    }
     // SAFETY: owned by the caller, whose objects are of this class at the
-    // sheaf's node; the caller uses only the returned sheaf.
-    unsafe { exchange::fit(depot, sheaf, target) }
+    // sheaf's node; the caller uses only the returned sheaf. (`fit` leaves
+    // a sheaf already at the capacity alone.)
+    unsafe { exchange::fit(depot, sheaf, depot.sheaf_capacity()) }
 }
 
 /// The single-section spare swap (`cs::swap_spare`), counted in `swaps`
