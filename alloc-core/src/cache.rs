@@ -18,6 +18,7 @@ pub use crate::counters::CacheCounters;
 
 use crate::barn::Barn;
 use crate::exchange::Depot;
+use crate::lane::Lane;
 use crate::node::{NodeId, MAX_NODES};
 use crate::os;
 use crate::sheaf::SHEAF_CAPACITY_MAX;
@@ -328,6 +329,11 @@ unsafe impl Depot for ClassDepot {
         &node_class(node, self.class).barn
     }
 
+    #[inline]
+    fn lane(&self) -> Lane {
+        Lane::current()
+    }
+
     fn refill(&self, node: NodeId, out: &mut [*mut u8]) -> usize {
         refill_from_slabs(node, self.class, out)
     }
@@ -373,10 +379,11 @@ pub unsafe fn flush_to_slabs(node: NodeId, class: SizeClass, objects: &[*mut u8]
 
 /// Fills `out` from `node`'s slabs of `class`; counts the refill.
 pub fn refill_from_slabs(node: NodeId, class: SizeClass, out: &mut [*mut u8]) -> usize {
+    let lane = Lane::current();
     let filled = node_class(node, class)
         .slabs
         .lock()
-        .refill(node, class, out);
+        .refill(node, class, lane, out);
     let counters = &cache(class).counters;
     CacheCounters::add(&counters.slab_refills, 1);
     CacheCounters::add(&counters.refilled_objects, filled as u64);

@@ -248,6 +248,8 @@ stat_table! {
             "Full sheaves taken from a barn.";
         barn_get_misses => "barn_get_misses_total",
             "Times a barn had no full sheaf (a slab refill followed).";
+        barn_lane_steals => "barn_lane_steals_total",
+            "Full sheaves taken from another CPU lane's surplus (objects freed on one CPU, used on another, as in a hand-off); counted among the barn's hits.";
         barn_put_hits => "barn_put_hits_total",
             "Full sheaves stored in a barn.";
         barn_put_misses => "barn_put_misses_total",

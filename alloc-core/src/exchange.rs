@@ -34,8 +34,9 @@
 
 use core::ptr::NonNull;
 
-use crate::barn::Barn;
+use crate::barn::{Barn, Taken};
 use crate::counters::CacheCounters;
+use crate::lane::Lane;
 use crate::node::NodeId;
 use crate::sheaf::{Sheaf, SheafPool};
 use crate::size_class::SizeClass;
@@ -58,6 +59,9 @@ pub unsafe trait Depot {
     fn class(&self) -> SizeClass;
     /// The barn of this class on `node`.
     fn barn(&self, node: NodeId) -> &Mutex<Barn>;
+    /// The lane of the calling thread's CPU: which of a barn's full stacks
+    /// it puts on and takes from first.
+    fn lane(&self) -> Lane;
     /// Fills `out` with free objects from `node`'s slabs; returns how many
     /// (fewer only when memory ran out).
     fn refill(&self, node: NodeId, out: &mut [*mut u8]) -> usize;
@@ -89,11 +93,11 @@ pub unsafe fn take_full<D: Depot>(
     node: NodeId,
     empty: NonNull<Sheaf>,
 ) -> Result<NonNull<Sheaf>, NonNull<Sheaf>> {
-    let counters = depot.counters();
+    let lane = depot.lane();
     let mut barn = depot.barn(node).lock();
-    let Some(full) = barn.take_full() else {
+    let Some((full, taken)) = barn.take_full(lane) else {
         drop(barn);
-        CacheCounters::add(&counters.barn_get_misses, 1);
+        count_take(depot, None);
         return Err(empty);
     };
     // SAFETY: duty 1.
@@ -103,22 +107,34 @@ pub unsafe fn take_full<D: Depot>(
         // SAFETY: the barn refused the empty sheaf: still ours, empty.
         unsafe { depot.pool().give(refused) };
     }
-    CacheCounters::add(&counters.barn_get_hits, 1);
+    count_take(depot, Some(taken));
     Ok(full)
 }
 
 /// Takes a full sheaf of `node`'s barn without giving one back (the
 /// per-CPU slow path detaches its empty main sheaf separately).
 pub fn take_full_alone<D: Depot>(depot: &D, node: NodeId) -> Option<NonNull<Sheaf>> {
+    let lane = depot.lane();
     let mut barn = depot.barn(node).lock();
-    let full = barn.take_full();
+    let full = barn.take_full(lane);
     drop(barn);
+    count_take(depot, full.map(|(_, taken)| taken));
+    full.map(|(sheaf, _)| sheaf)
+}
+
+/// Counts a take of a full sheaf: a hit (and a steal when it was another
+/// lane's), or a miss.
+fn count_take<D: Depot>(depot: &D, taken: Option<Taken>) {
     let counters = depot.counters();
-    match full {
-        Some(_) => CacheCounters::add(&counters.barn_get_hits, 1),
+    match taken {
+        Some(taken) => {
+            CacheCounters::add(&counters.barn_get_hits, 1);
+            if taken == Taken::Stolen {
+                CacheCounters::add(&counters.barn_lane_steals, 1);
+            }
+        }
         None => CacheCounters::add(&counters.barn_get_misses, 1),
     }
-    full
 }
 
 /// Free side: stores `full` in `node`'s barn and takes one of its empty
@@ -171,9 +187,10 @@ unsafe fn trade_full_for_empty<D: Depot>(
     node: NodeId,
     full: NonNull<Sheaf>,
 ) -> Result<Option<NonNull<Sheaf>>, NonNull<Sheaf>> {
+    let lane = depot.lane();
     let mut barn = depot.barn(node).lock();
     // SAFETY: duty 1.
-    let stored = unsafe { barn.put_full(full) };
+    let stored = unsafe { barn.put_full(lane, full) };
     let empty = match stored {
         Ok(()) => Ok(barn.take_empty()),
         Err(full) => Err(full),
@@ -277,9 +294,10 @@ pub unsafe fn dispose<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) 
     let (len, capacity) = unsafe { ((*sheaf.as_ptr()).len, (*sheaf.as_ptr()).capacity) };
     if len > 0 {
         if len == capacity {
+            let lane = depot.lane();
             let mut barn = depot.barn(node).lock();
             // SAFETY: duty 1: owned, non-empty, this node and class.
-            let refused = unsafe { barn.put_full(sheaf) }.err();
+            let refused = unsafe { barn.put_full(lane, sheaf) }.err();
             drop(barn);
             let counters = depot.counters();
             if refused.is_none() {
@@ -306,7 +324,7 @@ pub unsafe fn dispose<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) 
 pub fn drain_barn<D: Depot>(depot: &D, node: NodeId) {
     loop {
         let mut barn = depot.barn(node).lock();
-        let full = barn.take_full();
+        let full = barn.take_any_full();
         let empty = barn.take_empty();
         drop(barn);
         if full.is_none() && empty.is_none() {
@@ -364,6 +382,9 @@ mod tests {
         }
         fn barn(&self, _node: NodeId) -> &Mutex<Barn> {
             &self.barn
+        }
+        fn lane(&self) -> Lane {
+            Lane::ZERO
         }
         fn refill(&self, _node: NodeId, _out: &mut [*mut u8]) -> usize {
             0

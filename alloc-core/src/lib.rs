@@ -94,6 +94,7 @@ pub mod sync;
 pub mod capacity_spec;
 pub mod colour;
 pub mod counters;
+pub mod lane;
 pub mod node;
 pub mod size_class;
 #[cfg(not(loom))]
@@ -131,6 +132,7 @@ pub mod checks;
 #[cfg(not(loom))]
 pub use cache::{max_sheaf_capacity, CapacityOutOfRange, SHEAF_BYTES_MAX};
 pub use counters::{CacheStats, NodeStats, StatField, StatKind};
+pub use lane::Lane;
 pub use node::NodeId;
 #[cfg(not(loom))]
 pub use runtime::{release_sheaf_capacity, set_sheaf_capacity};

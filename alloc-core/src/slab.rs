@@ -7,7 +7,8 @@
 //! the slab is carved afresh: a refill from an empty slab computes
 //! addresses instead of chasing links through cold memory.
 //! Each `(node, class)` pair keeps a [`SlabList`]: partial slabs (some
-//! objects free), and empty slabs waiting to be reused or returned to the OS.
+//! objects free), per [`Lane`] of CPUs, and empty slabs waiting to be reused
+//! or returned to the OS.
 //! Full slabs are in no list; a free into one puts it back on the partial
 //! list.
 //!
@@ -26,6 +27,7 @@ use core::ptr::{self, NonNull};
 
 use crate::arena::{self, CHUNK_BYTES};
 use crate::colour;
+use crate::lane::{Lane, LANES};
 use crate::node::NodeId;
 use crate::os;
 use crate::size_class::SizeClass;
@@ -80,6 +82,7 @@ pub(crate) struct SlabMeta {
     class: u8,
     state: SlabState,
     order: u8,
+    lane: Lane,
 }
 
 impl SlabMeta {
@@ -93,6 +96,7 @@ impl SlabMeta {
         self.next = NIL;
         self.state = SlabState::Released;
         self.order = order;
+        self.lane = Lane::ZERO;
         self.empty_since_ms = 0;
     }
 }
@@ -137,11 +141,16 @@ pub struct SlabCounts {
 
 /// The slabs of one size class on one node.
 ///
-/// Invariants: `partial` links exactly the slabs in state `Partial`,
-/// `empty_head..empty_tail` (newest first) exactly those in state `Empty`,
-/// and `counts.slabs` counts every slab of the list in any state.
+/// Partial slabs are kept per [`Lane`]: a slab on `partial[l]` gives its
+/// objects to CPUs of lane `l`, so two CPUs do not carve neighbouring
+/// objects out of one slab.
+///
+/// Invariants: `partial[l]` links exactly the slabs in state `Partial`
+/// whose `lane` is `l`, `empty_head..empty_tail` (newest first) exactly
+/// those in state `Empty`, and `counts.slabs` counts every slab of the list
+/// in any state.
 pub struct SlabList {
-    partial: u32,
+    partial: [u32; LANES],
     empty_head: u32,
     empty_tail: u32,
     counts: SlabCounts,
@@ -151,7 +160,7 @@ impl SlabList {
     /// A list with no slabs.
     pub const fn new() -> Self {
         Self {
-            partial: NIL,
+            partial: [NIL; LANES],
             empty_head: NIL,
             empty_tail: NIL,
             counts: SlabCounts {
@@ -171,20 +180,34 @@ impl SlabList {
     }
 
     /// Fills `out` with up to `out.len()` objects of `class` from `node`'s
-    /// slabs; returns how many. Fewer than asked only when the arena is
-    /// exhausted (or the OS refused memory).
-    pub fn refill(&mut self, node: NodeId, class: SizeClass, out: &mut [*mut u8]) -> usize {
+    /// slabs for a CPU of `lane`; returns how many. Fewer than asked only
+    /// when the arena is exhausted (or the OS refused memory).
+    ///
+    /// Slabs are tried in this order: `lane`'s partial slabs, an empty
+    /// slab, another lane's partial slab (moved to `lane`: memory is not
+    /// taken from the OS while a slab has free objects), a new slab.
+    pub fn refill(
+        &mut self,
+        node: NodeId,
+        class: SizeClass,
+        lane: Lane,
+        out: &mut [*mut u8],
+    ) -> usize {
         let mut filled = 0;
         while filled < out.len() {
-            let slab = if self.partial != NIL {
-                self.partial
+            let slab = if *self.partial_head(lane) != NIL {
+                *self.partial_head(lane)
             } else if self.empty_head != NIL {
                 let slab = self.empty_head;
                 self.unlink_empty(node, slab);
-                self.push_partial(node, slab);
+                self.push_partial(node, slab, lane);
+                slab
+            } else if let Some(slab) = self.partial.iter().copied().find(|&head| head != NIL) {
+                self.unlink_partial(node, slab);
+                self.push_partial(node, slab, lane);
                 slab
             } else {
-                match self.new_slab(node, class) {
+                match self.new_slab(node, class, lane) {
                     Some(slab) => slab,
                     None => break,
                 }
@@ -281,8 +304,8 @@ impl SlabList {
             meta.in_use = meta.in_use.wrapping_sub(1);
             self.counts.free_objects = self.counts.free_objects.wrapping_add(1);
             if meta.state == SlabState::Full {
-                meta.state = SlabState::Partial;
-                self.push_partial(node, slab);
+                let lane = meta.lane;
+                self.push_partial(node, slab, lane);
             }
             if meta.in_use == 0 {
                 // Every object is back: forget the free list and carve the
@@ -354,7 +377,7 @@ impl SlabList {
         true
     }
 
-    fn new_slab(&mut self, node: NodeId, class: SizeClass) -> Option<u32> {
+    fn new_slab(&mut self, node: NodeId, class: SizeClass, lane: Lane) -> Option<u32> {
         let order = slab_order(class);
         let capacity = (CHUNK_BYTES << order).checked_div(class.object_size())? as u32;
         let slab = arena::take_run(node, order)?;
@@ -374,24 +397,32 @@ impl SlabList {
         // 2^20 per node) and their capacities.
         self.counts.slabs = self.counts.slabs.wrapping_add(1);
         self.counts.free_objects = self.counts.free_objects.wrapping_add(u64::from(capacity));
-        self.push_partial(node, slab);
+        self.push_partial(node, slab, lane);
         #[cfg(feature = "checks")]
         crate::checks::tag_run(node, slab, Some(class));
         Some(slab)
     }
 
-    fn push_partial(&mut self, node: NodeId, slab: u32) {
+    /// The head of `lane`'s partial list.
+    fn partial_head(&mut self, lane: Lane) -> &mut u32 {
+        // SAFETY: `lane.index() < LANES` (Lane invariant).
+        unsafe { self.partial.get_unchecked_mut(lane.index()) }
+    }
+
+    fn push_partial(&mut self, node: NodeId, slab: u32, lane: Lane) {
+        let head = self.partial_head(lane);
         // SAFETY: entries of this list's slabs are guarded by our lock.
         unsafe {
             let meta = &mut *arena::meta(node, slab);
             meta.state = SlabState::Partial;
+            meta.lane = lane;
             meta.prev = NIL;
-            meta.next = self.partial;
-            if self.partial != NIL {
-                (*arena::meta(node, self.partial)).prev = slab;
+            meta.next = *head;
+            if *head != NIL {
+                (*arena::meta(node, *head)).prev = slab;
             }
         }
-        self.partial = slab;
+        *head = slab;
     }
 
     fn unlink_partial(&mut self, node: NodeId, slab: u32) {
@@ -401,7 +432,7 @@ impl SlabList {
             if meta.prev != NIL {
                 (*arena::meta(node, meta.prev)).next = meta.next;
             } else {
-                self.partial = meta.next;
+                *self.partial_head(meta.lane) = meta.next;
             }
             if meta.next != NIL {
                 (*arena::meta(node, meta.next)).prev = meta.prev;
@@ -462,7 +493,7 @@ impl SlabList {
     pub fn check_invariants(&self, node: NodeId, class: SizeClass) -> u64 {
         let mut free_objects = 0u64;
         let mut out = 0u64;
-        let mut walk = |head: u32, state: SlabState, forward: bool| {
+        let mut walk = |head: u32, state: SlabState, lane: Option<Lane>, forward: bool| {
             let mut count = 0u64;
             let mut prev = NIL;
             let mut cursor = head;
@@ -470,6 +501,10 @@ impl SlabList {
                 // SAFETY: our lock (`&self`) guards the entries of our slabs.
                 let meta = unsafe { &*arena::meta(node, cursor) };
                 crate::invariant!(meta.state == state, "slab on the wrong list");
+                crate::invariant!(
+                    lane.is_none_or(|lane| meta.lane == lane),
+                    "slab on another lane's list"
+                );
                 crate::invariant!(meta.prev == prev, "broken back link");
                 crate::invariant!(
                     usize::from(meta.class) == class.index(),
@@ -500,8 +535,11 @@ impl SlabList {
             }
             count
         };
-        let partial = walk(self.partial, SlabState::Partial, true);
-        let empty = walk(self.empty_head, SlabState::Empty, true);
+        let partial = Lane::all().fold(0u64, |sum, lane| {
+            let head = self.partial.get(lane.index()).copied().unwrap_or(NIL);
+            sum.saturating_add(walk(head, SlabState::Partial, Some(lane), true))
+        });
+        let empty = walk(self.empty_head, SlabState::Empty, None, true);
         crate::invariant!(empty == self.counts.empty_slabs, "empty count");
         crate::invariant!(
             self.empty_head == NIL || {
@@ -563,7 +601,7 @@ mod tests {
             for (take, count) in steps {
                 if take {
                     let mut buffer = std::vec![core::ptr::null_mut(); count];
-                    let got = list.refill(node, class, &mut buffer);
+                    let got = list.refill(node, class, Lane::ZERO, &mut buffer);
                     prop_assert_eq!(got, count, "arena should not run out");
                     for &object in &buffer {
                         let addr = object as usize;
@@ -619,7 +657,7 @@ mod tests {
         for _ in 0..4 {
             // A whole slab each time: the list has no partial slab left.
             let mut buffer = std::vec![core::ptr::null_mut(); per_slab];
-            assert_eq!(list.refill(node, class, &mut buffer), per_slab);
+            assert_eq!(list.refill(node, class, Lane::ZERO, &mut buffer), per_slab);
             let first = buffer[0] as usize;
             let base = first & !(slab_bytes(class) - 1);
             assert_eq!(first - base, colour::offset(class, base));
@@ -641,7 +679,10 @@ mod tests {
         let mut list = list_for_test();
         let per_slab = slab_bytes(class) / class.object_size();
         let mut objects = std::vec![core::ptr::null_mut(); per_slab * 3];
-        assert_eq!(list.refill(node, class, &mut objects), per_slab * 3);
+        assert_eq!(
+            list.refill(node, class, Lane::ZERO, &mut objects),
+            per_slab * 3
+        );
         // SAFETY: all three slabs' objects come back at time 1000 ms.
         unsafe { list.flush(node, class, &objects, 1000) };
         assert_eq!(list.counts().empty_slabs, 3);

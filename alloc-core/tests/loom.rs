@@ -51,6 +51,7 @@ use loom::thread;
 use sheafalloc_core::barn::Barn;
 use sheafalloc_core::counters::CacheCounters;
 use sheafalloc_core::exchange::{self, Depot};
+use sheafalloc_core::lane::Lane;
 use sheafalloc_core::node::NodeId;
 use sheafalloc_core::sheaf::{SheafPool, SHEAF_CAPACITY_MAX};
 use sheafalloc_core::size_class::SizeClass;
@@ -147,6 +148,10 @@ unsafe impl Depot for ModelDepot {
 
     fn barn(&self, node: NodeId) -> &Mutex<Barn> {
         &self.barns[node.index()]
+    }
+
+    fn lane(&self) -> Lane {
+        Lane::ZERO
     }
 
     fn refill(&self, node: NodeId, out: &mut [*mut u8]) -> usize {
