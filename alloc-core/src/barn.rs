@@ -1,12 +1,11 @@
-//! The barn: per node and size class, stacks of full sheaves — one per
-//! [`Lane`] — and a stack of empty ones, each with a limit.
+//! The barn: per node and size class, a stack of full sheaves and a stack
+//! of empty ones per [`Lane`], each with a limit.
 //!
 //! A thread whose main and spare sheaves are both empty trades an empty
 //! sheaf for a full one here; a thread whose sheaves are both full trades a
 //! full one for an empty one. Only when the barn cannot help does the thread
 //! go to the slabs, in bulk. Limits follow the kernel's
-//! (`MAX_FULL_SHEAVES`, `MAX_EMPTY_SHEAVES`, both 10), the full one per
-//! lane.
+//! (`MAX_FULL_SHEAVES`, `MAX_EMPTY_SHEAVES`, both 10), per lane.
 //!
 //! A full sheaf goes on the stack of the lane that put it, and a lane takes
 //! its own sheaves back first: objects freed on a CPU return to that CPU,
@@ -15,7 +14,9 @@
 //! a stack at least [`STEAL_MIN`] deep: sheaves a CPU keeps putting and
 //! never takes back (the consumer of a hand-off) go to the CPU that runs
 //! short (the producer), while the few a CPU holds between its own bursts
-//! stay its own.
+//! stay its own. Empty sheaves go back to their lane too (a sheaf's
+//! pointer array is lines its CPU last wrote), but any lane takes another's
+//! empties before asking the pool.
 
 use core::ptr::{self, NonNull};
 
@@ -25,14 +26,14 @@ use crate::sheaf::Sheaf;
 /// Most full sheaves a barn keeps per lane.
 #[cfg(not(loom))]
 pub const BARN_FULL_MAX: u32 = 10;
-/// Most empty sheaves a barn keeps.
+/// Most empty sheaves a barn keeps per lane.
 #[cfg(not(loom))]
 pub const BARN_EMPTY_MAX: u32 = 10;
 /// Most full sheaves a barn keeps per lane (2 under loom: its models hit
 /// the limit).
 #[cfg(loom)]
 pub const BARN_FULL_MAX: u32 = 2;
-/// Most empty sheaves a barn keeps (2 under loom).
+/// Most empty sheaves a barn keeps per lane (2 under loom).
 #[cfg(loom)]
 pub const BARN_EMPTY_MAX: u32 = 2;
 /// Depth from which another lane's full sheaves are a surplus that any lane
@@ -61,12 +62,12 @@ impl Stack {
 /// Full and empty sheaves of one `(node, class)`.
 ///
 /// Invariants: `full[l]` links `full[l].count <= BARN_FULL_MAX` sheaves,
-/// each with `len > 0`; `empty` links `empty.count <= BARN_EMPTY_MAX`
-/// sheaves, each with `len == 0`; every sheaf on a stack is owned by the
+/// each with `len > 0`; `empty[l]` links `empty[l].count <=
+/// BARN_EMPTY_MAX` sheaves, each with `len == 0`; every sheaf on a stack is owned by the
 /// barn and has this barn's node and class. Guarded by the barn's mutex.
 pub struct Barn {
     full: [Stack; LANES],
-    empty: Stack,
+    empty: [Stack; LANES],
 }
 
 // SAFETY: the barn owns the sheaves it links and is only reached through its
@@ -87,61 +88,49 @@ impl Barn {
     pub const fn new() -> Self {
         Self {
             full: [Stack::EMPTY; LANES],
-            empty: Stack::EMPTY,
+            empty: [Stack::EMPTY; LANES],
         }
     }
 
-    /// Full sheaves (all lanes) and empty sheaves held.
+    /// Full and empty sheaves held (all lanes).
     pub fn counts(&self) -> (u32, u32) {
-        let full = self
-            .full
-            .iter()
-            .fold(0u32, |sum, stack| sum.saturating_add(stack.count));
-        (full, self.empty.count)
+        let sum = |stacks: &[Stack; LANES]| {
+            stacks
+                .iter()
+                .fold(0u32, |sum, stack| sum.saturating_add(stack.count))
+        };
+        (sum(&self.full), sum(&self.empty))
     }
 
     /// Full sheaves held on `lane`'s stack.
     pub fn full_on(&self, lane: Lane) -> u32 {
-        self.stack(lane).count
+        lane_of(&self.full, lane).count
     }
 
-    #[inline]
-    fn stack(&self, lane: Lane) -> &Stack {
-        // SAFETY: `lane.index() < LANES` (Lane invariant).
-        unsafe { self.full.get_unchecked(lane.index()) }
-    }
-
-    #[inline]
-    fn stack_mut(&mut self, lane: Lane) -> &mut Stack {
-        // SAFETY: `lane.index() < LANES` (Lane invariant).
-        unsafe { self.full.get_unchecked_mut(lane.index()) }
+    /// Empty sheaves held on `lane`'s stack.
+    pub fn empty_on(&self, lane: Lane) -> u32 {
+        lane_of(&self.empty, lane).count
     }
 
     /// Takes a full sheaf for `lane`: its own if it has one, else the top
     /// of the deepest other stack if that one is a surplus
     /// ([`STEAL_MIN`] deep).
     pub fn take_full(&mut self, lane: Lane) -> Option<(NonNull<Sheaf>, Taken)> {
-        if let Some(sheaf) = pop(self.stack_mut(lane)) {
+        if let Some(sheaf) = pop(lane_of_mut(&mut self.full, lane)) {
             return Some((sheaf, Taken::Own));
         }
-        let deepest = self.deepest()?;
-        if self.stack(deepest).count < STEAL_MIN {
+        let deepest = deepest(&self.full)?;
+        let deepest = lane_of_mut(&mut self.full, deepest);
+        if deepest.count < STEAL_MIN {
             return None;
         }
-        pop(self.stack_mut(deepest)).map(|sheaf| (sheaf, Taken::Stolen))
+        pop(deepest).map(|sheaf| (sheaf, Taken::Stolen))
     }
 
     /// Takes a full sheaf of any lane (the deepest stack's top): draining.
     pub fn take_any_full(&mut self) -> Option<NonNull<Sheaf>> {
-        let deepest = self.deepest()?;
-        pop(self.stack_mut(deepest))
-    }
-
-    /// The lane with the most full sheaves, if any has one.
-    fn deepest(&self) -> Option<Lane> {
-        Lane::all()
-            .filter(|&lane| self.stack(lane).count > 0)
-            .max_by_key(|&lane| self.stack(lane).count)
+        let deepest = deepest(&self.full)?;
+        pop(lane_of_mut(&mut self.full, deepest))
     }
 
     /// Stores a sheaf holding objects on `lane`'s stack; gives it back if
@@ -160,24 +149,33 @@ impl Barn {
         let len = unsafe { sheaf.as_ref() }.len;
         crate::invariant!(len > 0, "empty sheaf offered as full");
         // SAFETY: duty 1.
-        unsafe { push(self.stack_mut(lane), sheaf, BARN_FULL_MAX) }
+        unsafe { push(lane_of_mut(&mut self.full, lane), sheaf, BARN_FULL_MAX) }
     }
 
-    /// Takes an empty sheaf, if any.
-    pub fn take_empty(&mut self) -> Option<NonNull<Sheaf>> {
-        pop(&mut self.empty)
+    /// Takes an empty sheaf for `lane`: its own if it has one, else any
+    /// other lane's (the deepest stack's top).
+    pub fn take_empty(&mut self, lane: Lane) -> Option<NonNull<Sheaf>> {
+        if let Some(sheaf) = pop(lane_of_mut(&mut self.empty, lane)) {
+            return Some(sheaf);
+        }
+        let deepest = deepest(&self.empty)?;
+        pop(lane_of_mut(&mut self.empty, deepest))
     }
 
-    /// Stores an empty sheaf; gives it back if the barn is at its empty
-    /// limit.
+    /// Stores an empty sheaf on `lane`'s stack; gives it back if that stack
+    /// is at the empty limit.
     ///
     /// # Safety
     ///
     /// 1. The caller owns `sheaf`, which has `len == 0` and this barn's node
     ///    and class, and hands over ownership on `Ok`.
-    pub unsafe fn put_empty(&mut self, sheaf: NonNull<Sheaf>) -> Result<(), NonNull<Sheaf>> {
+    pub unsafe fn put_empty(
+        &mut self,
+        lane: Lane,
+        sheaf: NonNull<Sheaf>,
+    ) -> Result<(), NonNull<Sheaf>> {
         // SAFETY: duty 1.
-        unsafe { push(&mut self.empty, sheaf, BARN_EMPTY_MAX) }
+        unsafe { push(lane_of_mut(&mut self.empty, lane), sheaf, BARN_EMPTY_MAX) }
     }
 
     /// Objects held in the full sheaves.
@@ -212,18 +210,41 @@ impl Barn {
             }
             crate::invariant!(count == stack.count, "full stack count mismatch");
         }
-        crate::invariant!(self.empty.count <= BARN_EMPTY_MAX, "barn above empty limit");
-        let mut count = 0u32;
-        let mut cursor = self.empty.top;
-        while !cursor.is_null() {
-            // SAFETY: as above.
-            let sheaf = unsafe { &*cursor };
-            crate::invariant!(sheaf.len == 0, "sheaf with objects on the empty stack");
-            count = count.saturating_add(1);
-            cursor = sheaf.next;
+        for stack in &self.empty {
+            crate::invariant!(stack.count <= BARN_EMPTY_MAX, "barn above empty limit");
+            let mut count = 0u32;
+            let mut cursor = stack.top;
+            while !cursor.is_null() {
+                // SAFETY: as above.
+                let sheaf = unsafe { &*cursor };
+                crate::invariant!(sheaf.len == 0, "sheaf with objects on an empty stack");
+                count = count.saturating_add(1);
+                cursor = sheaf.next;
+            }
+            crate::invariant!(count == stack.count, "empty stack count mismatch");
         }
-        crate::invariant!(count == self.empty.count, "empty stack count mismatch");
     }
+}
+
+/// `lane`'s stack of a per-lane table.
+#[inline]
+fn lane_of(stacks: &[Stack; LANES], lane: Lane) -> &Stack {
+    // SAFETY: `lane.index() < LANES` (Lane invariant).
+    unsafe { stacks.get_unchecked(lane.index()) }
+}
+
+/// `lane`'s stack of a per-lane table, to change.
+#[inline]
+fn lane_of_mut(stacks: &mut [Stack; LANES], lane: Lane) -> &mut Stack {
+    // SAFETY: `lane.index() < LANES` (Lane invariant).
+    unsafe { stacks.get_unchecked_mut(lane.index()) }
+}
+
+/// The lane whose stack is deepest, if any holds a sheaf.
+fn deepest(stacks: &[Stack; LANES]) -> Option<Lane> {
+    Lane::all()
+        .filter(|&lane| lane_of(stacks, lane).count > 0)
+        .max_by_key(|&lane| lane_of(stacks, lane).count)
 }
 
 /// Pops the top of a barn stack.
@@ -369,6 +390,44 @@ mod tests {
             assert_eq!(from, Taken::Own);
             taken.push(sheaf);
         }
+        assert_eq!(barn.counts(), (0, 0));
+        give_back(taken);
+    }
+
+    #[test]
+    fn empties_go_back_to_their_lane_and_any_lane_takes_them_before_the_pool() {
+        let class = SizeClass::from_index(5).unwrap();
+        let (mine, other) = (Lane::of_cpu(0), Lane::of_cpu(1));
+        let mut barn = Barn::new();
+        let ours = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
+        let theirs = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
+        // SAFETY: both freshly taken, owned and empty.
+        unsafe {
+            assert!(barn.put_empty(other, theirs).is_ok());
+            assert!(barn.put_empty(mine, ours).is_ok());
+        }
+        assert_eq!((barn.empty_on(mine), barn.empty_on(other)), (1, 1));
+        assert_eq!(barn.take_empty(mine), Some(ours));
+        // None of our own left: the other lane's, not the pool's.
+        assert_eq!(barn.take_empty(mine), Some(theirs));
+        assert_eq!(barn.take_empty(mine), None);
+        for _ in 0..BARN_EMPTY_MAX {
+            let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
+            // SAFETY: owned and empty.
+            assert!(unsafe { barn.put_empty(mine, sheaf) }.is_ok());
+        }
+        // SAFETY: owned and empty; refused at our lane's limit, kept at
+        // another's.
+        unsafe {
+            assert_eq!(barn.put_empty(mine, ours), Err(ours));
+            assert!(barn.put_empty(other, ours).is_ok());
+        }
+        barn.check_invariants();
+        let mut taken = std::vec![theirs];
+        while let Some(sheaf) = barn.take_empty(other) {
+            taken.push(sheaf);
+        }
+        assert_eq!(taken.len(), BARN_EMPTY_MAX as usize + 2);
         assert_eq!(barn.counts(), (0, 0));
         give_back(taken);
     }

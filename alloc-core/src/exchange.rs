@@ -101,7 +101,7 @@ pub unsafe fn take_full<D: Depot>(
         return Err(empty);
     };
     // SAFETY: duty 1.
-    let refused = unsafe { barn.put_empty(empty) }.err();
+    let refused = unsafe { barn.put_empty(lane, empty) }.err();
     drop(barn);
     if let Some(refused) = refused {
         // SAFETY: the barn refused the empty sheaf: still ours, empty.
@@ -192,7 +192,7 @@ unsafe fn trade_full_for_empty<D: Depot>(
     // SAFETY: duty 1.
     let stored = unsafe { barn.put_full(lane, full) };
     let empty = match stored {
-        Ok(()) => Ok(barn.take_empty()),
+        Ok(()) => Ok(barn.take_empty(lane)),
         Err(full) => Err(full),
     };
     drop(barn);
@@ -202,8 +202,9 @@ unsafe fn trade_full_for_empty<D: Depot>(
 /// An empty sheaf with `capacity` for `node`: one of the barn's, else a
 /// new one from the pool; `None` only if the OS refuses memory.
 pub fn empty_sheaf<D: Depot>(depot: &D, node: NodeId, capacity: u32) -> Option<NonNull<Sheaf>> {
+    let lane = depot.lane();
     let mut barn = depot.barn(node).lock();
-    let from_barn = barn.take_empty();
+    let from_barn = barn.take_empty(lane);
     drop(barn);
     let Some(sheaf) = from_barn else {
         return depot.pool().take(depot.class(), node, capacity);
@@ -309,9 +310,10 @@ pub unsafe fn dispose<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) 
         // SAFETY: duty 1; still ours (refused or not offered).
         unsafe { flush(depot, node, &mut *sheaf.as_ptr()) };
     }
+    let lane = depot.lane();
     let mut barn = depot.barn(node).lock();
     // SAFETY: owned and empty now.
-    let refused = unsafe { barn.put_empty(sheaf) }.err();
+    let refused = unsafe { barn.put_empty(lane, sheaf) }.err();
     drop(barn);
     if let Some(refused) = refused {
         // SAFETY: owned, empty, not touched again (duty 1).
@@ -325,7 +327,8 @@ pub fn drain_barn<D: Depot>(depot: &D, node: NodeId) {
     loop {
         let mut barn = depot.barn(node).lock();
         let full = barn.take_any_full();
-        let empty = barn.take_empty();
+        // Lane 0's empties first, then any lane's: every one, in the end.
+        let empty = barn.take_empty(Lane::ZERO);
         drop(barn);
         if full.is_none() && empty.is_none() {
             return;
@@ -481,7 +484,7 @@ mod tests {
         let depot = TestDepot::new(64);
         let small = filled(&depot, 64, 0);
         // SAFETY: ours, empty, this barn's node and class.
-        assert!(unsafe { depot.barn.lock().put_empty(small) }.is_ok());
+        assert!(unsafe { depot.barn.lock().put_empty(Lane::ZERO, small) }.is_ok());
         depot.capacity.store(1024, Relaxed);
         let empty = empty_sheaf(&depot, NodeId::ZERO, 1024).unwrap();
         // SAFETY: ours.
