@@ -16,6 +16,9 @@
 //! | [`dispose`] | any sheaf | — | exit, migration, shrink, purge |
 //! | [`drain_barn`] | — | — | purge: the barn's sheaves go to slabs and pool |
 //!
+//! A barn keeps its stacks per [`Lane`]: every operation puts on the
+//! calling CPU's lane and takes from it first (see [`crate::barn`]).
+//!
 //! # Locks
 //!
 //! Each operation holds at most one lock at a time, and never across a call
@@ -59,8 +62,8 @@ pub unsafe trait Depot {
     fn class(&self) -> SizeClass;
     /// The barn of this class on `node`.
     fn barn(&self, node: NodeId) -> &Mutex<Barn>;
-    /// The lane of the calling thread's CPU: which of a barn's full stacks
-    /// it puts on and takes from first.
+    /// The lane of the calling thread's CPU: which of a barn's stacks it
+    /// puts on and takes from first.
     fn lane(&self) -> Lane;
     /// Fills `out` with free objects from `node`'s slabs; returns how many
     /// (fewer only when memory ran out).
@@ -293,9 +296,9 @@ pub unsafe fn flush<D: Depot>(depot: &D, node: NodeId, sheaf: &mut Sheaf) {
 pub unsafe fn dispose<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) {
     // SAFETY: duty 1: the caller owns the sheaf.
     let (len, capacity) = unsafe { ((*sheaf.as_ptr()).len, (*sheaf.as_ptr()).capacity) };
+    let lane = depot.lane();
     if len > 0 {
         if len == capacity {
-            let lane = depot.lane();
             let mut barn = depot.barn(node).lock();
             // SAFETY: duty 1: owned, non-empty, this node and class.
             let refused = unsafe { barn.put_full(lane, sheaf) }.err();
@@ -310,7 +313,6 @@ pub unsafe fn dispose<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) 
         // SAFETY: duty 1; still ours (refused or not offered).
         unsafe { flush(depot, node, &mut *sheaf.as_ptr()) };
     }
-    let lane = depot.lane();
     let mut barn = depot.barn(node).lock();
     // SAFETY: owned and empty now.
     let refused = unsafe { barn.put_empty(lane, sheaf) }.err();
