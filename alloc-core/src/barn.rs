@@ -61,10 +61,11 @@ impl Stack {
 
 /// Full and empty sheaves of one `(node, class)`.
 ///
-/// Invariants: `full[l]` links `full[l].count <= BARN_FULL_MAX` sheaves,
-/// each with `len > 0`; `empty[l]` links `empty[l].count <=
-/// BARN_EMPTY_MAX` sheaves, each with `len == 0`; every sheaf on a stack is owned by the
-/// barn and has this barn's node and class. Guarded by the barn's mutex.
+/// Invariants: for every lane `l`, `full[l]` links `full[l].count <=
+/// BARN_FULL_MAX` sheaves, each with `len > 0`, and `empty[l]` links
+/// `empty[l].count <= BARN_EMPTY_MAX` sheaves, each with `len == 0`; every
+/// sheaf on a stack is owned by the barn and has this barn's node and
+/// class. Guarded by the barn's mutex.
 pub struct Barn {
     full: [Stack; LANES],
     empty: [Stack; LANES],
