@@ -673,6 +673,58 @@ mod tests {
     }
 
     #[test]
+    fn a_lane_refills_from_its_own_partial_slabs_first() {
+        let class = SizeClass::for_layout(4096, 8).unwrap();
+        let node = NodeId::ZERO;
+        let (a, b) = (Lane::of_cpu(0), Lane::of_cpu(1));
+        let mut list = list_for_test();
+        let per_slab = slab_bytes(class) / class.object_size();
+        let slab_of = |object: *mut u8| object as usize & !(slab_bytes(class) - 1);
+        // Lane a takes two whole slabs (both full, on no list), then one
+        // object of each comes back: both slabs are partial on a's list.
+        let mut objects = std::vec![core::ptr::null_mut(); per_slab * 2];
+        assert_eq!(list.refill(node, class, a, &mut objects), per_slab * 2);
+        let (first, second) = (objects[0], objects[per_slab]);
+        assert_ne!(slab_of(first), slab_of(second));
+        // SAFETY: handed out above, returned once.
+        unsafe { list.flush(node, class, &[first, second], 0) };
+        list.check_invariants(node, class);
+        // Lane b has no partial slab and there is no empty one: it takes one
+        // of a's partial slabs rather than a new slab from the OS.
+        let slabs_before = list.counts().slabs;
+        let mut one = [core::ptr::null_mut(); 1];
+        assert_eq!(list.refill(node, class, b, &mut one), 1);
+        let b_object = one[0];
+        assert!(b_object == first || b_object == second);
+        assert_eq!(list.counts().slabs, slabs_before);
+        list.check_invariants(node, class);
+        // Lane a gets the object of the slab that stayed on its list.
+        assert_eq!(list.refill(node, class, a, &mut one), 1);
+        let a_object = one[0];
+        assert_ne!(slab_of(a_object), slab_of(b_object));
+        // A free into b's slab, from anywhere, goes back to b's list, and b
+        // takes it before anything else.
+        let b_other = objects
+            .iter()
+            .copied()
+            .find(|&object| slab_of(object) == slab_of(b_object) && object != b_object)
+            .unwrap();
+        // SAFETY: handed out above, not returned yet.
+        unsafe { list.flush(node, class, &[b_other], 0) };
+        assert_eq!(list.refill(node, class, b, &mut one), 1);
+        assert_eq!(one[0], b_other);
+        list.check_invariants(node, class);
+        // Everything back.
+        objects.retain(|&object| object != first && object != second);
+        // SAFETY: every object handed out, returned once.
+        unsafe { list.flush(node, class, &objects, 0) };
+        // SAFETY: the two objects taken last, returned once.
+        unsafe { list.flush(node, class, &[a_object, b_object], 0) };
+        assert_eq!(list.check_invariants(node, class), 0);
+        list.release_empty(node, class);
+    }
+
+    #[test]
     fn decay_keeps_the_newest_empty_slab_and_returns_old_ones() {
         let class = SizeClass::for_layout(4096, 8).unwrap();
         let node = NodeId::ZERO;
