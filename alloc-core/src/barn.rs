@@ -117,15 +117,7 @@ impl Barn {
     /// of the deepest other stack if that one is a surplus
     /// ([`STEAL_MIN`] deep).
     pub fn take_full(&mut self, lane: Lane) -> Option<(NonNull<Sheaf>, Taken)> {
-        if let Some(sheaf) = pop(lane_of_mut(&mut self.full, lane)) {
-            return Some((sheaf, Taken::Own));
-        }
-        let deepest = deepest(&self.full)?;
-        let deepest = lane_of_mut(&mut self.full, deepest);
-        if deepest.count < STEAL_MIN {
-            return None;
-        }
-        pop(deepest).map(|sheaf| (sheaf, Taken::Stolen))
+        take_own_first(&mut self.full, lane, STEAL_MIN)
     }
 
     /// Takes a full sheaf of any lane (the deepest stack's top): draining.
@@ -156,11 +148,7 @@ impl Barn {
     /// Takes an empty sheaf for `lane`: its own if it has one, else any
     /// other lane's (the deepest stack's top).
     pub fn take_empty(&mut self, lane: Lane) -> Option<NonNull<Sheaf>> {
-        if let Some(sheaf) = pop(lane_of_mut(&mut self.empty, lane)) {
-            return Some(sheaf);
-        }
-        let deepest = deepest(&self.empty)?;
-        pop(lane_of_mut(&mut self.empty, deepest))
+        take_own_first(&mut self.empty, lane, 1).map(|(sheaf, _)| sheaf)
     }
 
     /// Stores an empty sheaf on `lane`'s stack; gives it back if that stack
@@ -239,6 +227,23 @@ fn lane_of(stacks: &[Stack; LANES], lane: Lane) -> &Stack {
 fn lane_of_mut(stacks: &mut [Stack; LANES], lane: Lane) -> &mut Stack {
     // SAFETY: `lane.index() < LANES` (Lane invariant).
     unsafe { stacks.get_unchecked_mut(lane.index()) }
+}
+
+/// Pops `lane`'s stack of a per-lane table if it holds a sheaf, else the
+/// deepest other stack if it is at least `other_min` deep.
+fn take_own_first(
+    stacks: &mut [Stack; LANES],
+    lane: Lane,
+    other_min: u32,
+) -> Option<(NonNull<Sheaf>, Taken)> {
+    if let Some(sheaf) = pop(lane_of_mut(stacks, lane)) {
+        return Some((sheaf, Taken::Own));
+    }
+    let deepest = lane_of_mut(stacks, deepest(stacks)?);
+    if deepest.count < other_min {
+        return None;
+    }
+    pop(deepest).map(|sheaf| (sheaf, Taken::Stolen))
 }
 
 /// The lane whose stack is deepest, if any holds a sheaf.

@@ -195,8 +195,9 @@ impl SlabList {
     ) -> usize {
         let mut filled = 0;
         while filled < out.len() {
-            let slab = if *self.partial_head(lane) != NIL {
-                *self.partial_head(lane)
+            let own = *self.partial_head(lane);
+            let slab = if own != NIL {
+                own
             } else if self.empty_head != NIL {
                 let slab = self.empty_head;
                 self.unlink_empty(node, slab);

@@ -487,12 +487,10 @@ impl<'a> ClassSheaves<'a> {
             }
         }
         if let Some(spare) = NonNull::new(self.cold.spare.get()) {
-            // SAFETY: owned by this thread.
-            if unsafe { spare.as_ref() }.capacity != target {
-                // SAFETY: owned; only the returned sheaf is kept.
-                let spare = unsafe { exchange::fit(depot, spare, target) };
-                self.cold.spare.set(spare.as_ptr());
-            }
+            // SAFETY: owned by this thread; only the returned sheaf is kept
+            // (`fit` leaves a sheaf already at `target` alone).
+            let spare = unsafe { exchange::fit(depot, spare, target) };
+            self.cold.spare.set(spare.as_ptr());
         }
     }
 
