@@ -51,9 +51,14 @@ pub fn default_sheaf_capacity(class: SizeClass) -> u32 {
 /// One size class's cache: the live capacity, how it is chosen, and the
 /// counters.
 ///
-/// Invariant: `1 <= capacity <= max_sheaf_capacity(class)` once set;
-/// `capacity == 0` means "never set: use the default". `pinned` is true
-/// while a capacity set by hand holds (the tuner leaves the cache alone).
+/// Invariant: the tuning word's capacity (without [`PINNED`]) is 0 or
+/// within `1..=max_sheaf_capacity(class)`. The tuning word holds the capacity (0: never set, use the default) and
+/// [`PINNED`], set while a capacity set by hand holds (the tuner leaves the
+/// cache alone). One word, so that a pin always wins: the tuner changes the
+/// capacity only by a compare-and-swap from the unpinned value its decision
+/// started from ([`apply_decision`]), which fails once a pin has been
+/// stored.
+///
 /// The tuning fields sit on a cache line of their own, apart from the
 /// counters every slow path bumps: every slow path also reads the
 /// capacity, and would otherwise miss on a line another core just wrote.
@@ -67,8 +72,8 @@ pub struct Cache {
 
 #[derive(Debug)]
 struct CacheTuning {
-    capacity: AtomicU32,
-    pinned: AtomicBool,
+    /// The capacity, `| PINNED` while pinned.
+    setting: AtomicU32,
     /// The tuner's last decision (`tuner::Decision::pack`), 0 if none.
     last_decision: AtomicU64,
     /// When it was made (`os::monotonic_ms`).
@@ -79,8 +84,7 @@ impl Cache {
     const fn new() -> Self {
         Self {
             tuning: Padded(CacheTuning {
-                capacity: AtomicU32::new(0),
-                pinned: AtomicBool::new(false),
+                setting: AtomicU32::new(0),
                 last_decision: AtomicU64::new(0),
                 last_decision_ms: AtomicU64::new(0),
             }),
@@ -91,15 +95,12 @@ impl Cache {
     /// The sheaf capacity threads apply at their next exchange.
     #[inline]
     pub fn sheaf_capacity(&self, class: SizeClass) -> u32 {
-        match self.tuning.capacity.load(Ordering::SeqCst) {
-            0 => default_sheaf_capacity(class),
-            n => n,
-        }
+        effective_capacity(class, self.tuning.setting.load(Ordering::SeqCst))
     }
 
     /// How the capacity is chosen now.
     pub fn tuning(&self) -> Tuning {
-        if self.tuning.pinned.load(Ordering::Relaxed) {
+        if self.tuning.setting.load(Ordering::Relaxed) & PINNED != 0 {
             Tuning::Pinned
         } else if autotune_enabled() {
             Tuning::Auto
@@ -117,6 +118,19 @@ impl Cache {
                 self.tuning.last_decision_ms.load(Ordering::Relaxed),
             )),
         }
+    }
+}
+
+/// The bit of a cache's tuning word that pins its capacity (no capacity
+/// comes near it: they are at most [`SHEAF_CAPACITY_MAX`]).
+const PINNED: u32 = 1 << 31;
+const _: () = assert!(SHEAF_CAPACITY_MAX < PINNED);
+
+/// The capacity a tuning word stands for.
+fn effective_capacity(class: SizeClass, setting: u32) -> u32 {
+    match setting & !PINNED {
+        0 => default_sheaf_capacity(class),
+        n => n,
     }
 }
 
@@ -197,30 +211,46 @@ pub(crate) fn store_pinned_capacity(
     capacity: u64,
 ) -> Result<u32, CapacityOutOfRange> {
     let capacity = checked_capacity(class, capacity)?;
-    let tuning = &cache(class).tuning;
-    tuning.pinned.store(true, Ordering::Relaxed);
-    tuning.capacity.store(capacity, Ordering::SeqCst);
+    cache(class)
+        .tuning
+        .setting
+        .store(capacity | PINNED, Ordering::SeqCst);
     Ok(capacity)
 }
 
 /// Hands `class`'s capacity back to the auto-tuner (it goes on from the
 /// current value).
 pub fn release_sheaf_capacity(class: SizeClass) {
-    cache(class).tuning.pinned.store(false, Ordering::Relaxed);
+    cache(class)
+        .tuning
+        .setting
+        .fetch_and(!PINNED, Ordering::SeqCst);
 }
 
 /// Applies an auto-tuner decision to an unpinned cache: stores the new
 /// capacity, counts the adjustment and records the decision. Returns false
-/// (and changes nothing) if the cache was pinned meanwhile.
+/// (and changes nothing) if the cache was pinned meanwhile, or its capacity
+/// is no longer the decision's `from` (set by hand and handed back since):
+/// the capacity moves by one compare-and-swap from that unpinned value, so
+/// a pin stored at any moment before it makes it fail, and one stored after
+/// it replaces its result.
 pub fn apply_decision(class: SizeClass, decision: Decision, now_ms: u64) -> bool {
     let cache = cache(class);
-    if cache.tuning.pinned.load(Ordering::Relaxed) {
-        return false;
-    }
     let Ok(capacity) = checked_capacity(class, u64::from(decision.to)) else {
         return false;
     };
-    cache.tuning.capacity.store(capacity, Ordering::SeqCst);
+    let setting = cache.tuning.setting.load(Ordering::SeqCst);
+    if setting & PINNED != 0 || effective_capacity(class, setting) != decision.from {
+        return false;
+    }
+    if cache
+        .tuning
+        .setting
+        .compare_exchange(setting, capacity, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return false;
+    }
     cache
         .tuning
         .last_decision
@@ -439,5 +469,65 @@ pub(crate) unsafe fn unlock_all_after_fork() {
             node_class.slabs.raw().unlock();
             node_class.barn.raw().unlock();
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::tuner::Reason;
+
+    /// The 32 KiB class (default capacity 8, at most 16), which no other
+    /// unit test tunes or pins.
+    fn class() -> SizeClass {
+        SizeClass::all()
+            .find(|class| class.object_size() == 32 * 1024)
+            .expect("a 32 KiB class")
+    }
+
+    fn raise(from: u32, to: u32) -> Decision {
+        Decision {
+            from,
+            to,
+            reason: Reason::SlowPathShare,
+            signal: 20,
+        }
+    }
+
+    #[test]
+    fn a_pin_wins_over_the_tuner_and_auto_hands_the_cache_back() {
+        let class = class();
+        let cache = cache(class);
+        let default = default_sheaf_capacity(class);
+        assert_eq!((default, max_sheaf_capacity(class)), (8, 16));
+
+        // Unpinned: a decision made from the current capacity applies.
+        assert_eq!(cache.sheaf_capacity(class), default);
+        assert!(apply_decision(class, raise(default, 16), 1));
+        assert_eq!(cache.sheaf_capacity(class), 16);
+        assert_eq!(cache.last_decision().map(|(d, _)| d.to), Some(16));
+
+        // A decision made before a pin, applied after it: refused, even
+        // when its `from` is the pinned value.
+        assert_eq!(store_pinned_capacity(class, 12), Ok(12));
+        assert!(!apply_decision(class, raise(12, 16), 2));
+        assert!(!apply_decision(class, raise(16, 8), 2));
+        assert_eq!(cache.sheaf_capacity(class), 12);
+        assert_eq!(cache.tuning(), Tuning::Pinned);
+
+        // Handed back: the tuner goes on from the pinned value, and a
+        // decision taken from the capacity before the pin is stale.
+        release_sheaf_capacity(class);
+        assert_ne!(cache.tuning(), Tuning::Pinned);
+        assert_eq!(cache.sheaf_capacity(class), 12);
+        assert!(!apply_decision(class, raise(16, 8), 3));
+        assert!(apply_decision(class, raise(12, 16), 3));
+        assert_eq!(cache.sheaf_capacity(class), 16);
+
+        // Out of range: refused, nothing changes.
+        assert!(!apply_decision(class, raise(16, 17), 4));
+        assert_eq!(store_pinned_capacity(class, 17).map_err(|e| e.max), Err(16));
+        assert_eq!(cache.sheaf_capacity(class), 16);
+        assert_ne!(cache.tuning(), Tuning::Pinned);
     }
 }

@@ -151,24 +151,38 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// Packs the decision into one word (for an atomic).
+    /// Packs the decision into one word (for an atomic): `from` and `to`
+    /// in [`CAPACITY_BITS`] bits each (every capacity up to
+    /// [`SHEAF_CAPACITY_MAX`](crate::sheaf::SHEAF_CAPACITY_MAX) fits), the
+    /// reason in 4, the signal in the 32 above.
     pub fn pack(self) -> u64 {
-        u64::from(self.from & 0x3FF)
-            | u64::from(self.to & 0x3FF) << 10
-            | (self.reason.code() & 0xF) << 20
-            | u64::from(self.signal) << 24
+        u64::from(self.from & CAPACITY_MASK)
+            | u64::from(self.to & CAPACITY_MASK) << CAPACITY_BITS
+            | (self.reason.code() & 0xF) << REASON_SHIFT
+            | u64::from(self.signal) << SIGNAL_SHIFT
     }
 
     /// The decision [`pack`](Self::pack) packed.
     pub fn unpack(word: u64) -> Self {
         Self {
-            from: (word & 0x3FF) as u32,
-            to: (word >> 10 & 0x3FF) as u32,
-            reason: Reason::from_code(word >> 20 & 0xF),
-            signal: (word >> 24) as u32,
+            from: (word & u64::from(CAPACITY_MASK)) as u32,
+            to: (word >> CAPACITY_BITS & u64::from(CAPACITY_MASK)) as u32,
+            reason: Reason::from_code(word >> REASON_SHIFT & 0xF),
+            signal: (word >> SIGNAL_SHIFT) as u32,
         }
     }
 }
+
+/// Bits of a capacity in a packed [`Decision`].
+const CAPACITY_BITS: u32 = 12;
+const CAPACITY_MASK: u32 = (1 << CAPACITY_BITS) - 1;
+const REASON_SHIFT: u32 = 2 * CAPACITY_BITS;
+const SIGNAL_SHIFT: u32 = REASON_SHIFT + 4;
+// Every capacity a cache may have survives packing (1024 did not while a
+// capacity had 10 bits: a raise to 1024 read back as "to 0"), and the
+// signal keeps all 32 of its bits.
+const _: () = assert!(crate::sheaf::SHEAF_CAPACITY_MAX <= CAPACITY_MASK);
+const _: () = assert!(SIGNAL_SHIFT + 32 <= 64);
 
 /// What the tuner remembers of one cache between ticks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -462,5 +476,20 @@ mod tests {
             signal: 4_000_000,
         };
         assert_eq!(Decision::unpack(big.pack()), big);
+        let top = crate::sheaf::SHEAF_CAPACITY_MAX;
+        let to_the_top = Decision {
+            from: top / 2,
+            to: top,
+            reason: Reason::SlowPathShare,
+            signal: u32::MAX,
+        };
+        assert_eq!(Decision::unpack(to_the_top.pack()), to_the_top);
+        let from_the_top = Decision {
+            from: top,
+            to: top / 2,
+            reason: Reason::Idle,
+            signal: 0,
+        };
+        assert_eq!(Decision::unpack(from_the_top.pack()), from_the_top);
     }
 }
