@@ -14,7 +14,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-pub use crate::counters::CacheCounters;
+pub use crate::counters::{CacheCounters, RemoteFrees};
 
 use crate::barn::Barn;
 use crate::exchange::Depot;
@@ -307,6 +307,22 @@ static NODE_CLASSES: [[NodeClass; NUM_CLASSES]; MAX_NODES] = [const {
 
 static CACHES: [Cache; NUM_CLASSES] = [const { Cache::new() }; NUM_CLASSES];
 
+// The caches' tuning words and counters stay dense (25 KiB for the 97
+// classes: every busy class's slow paths write its counters, so the pages
+// they share are resident); the remote-free matrices live apart.
+const _: () = assert!(core::mem::size_of::<Cache>() <= 256);
+
+/// Every class's remote frees by node pair ([`RemoteFrees`]: apart from
+/// [`CACHES`], and written only where frees cross nodes).
+static REMOTE_FREES: [RemoteFrees; NUM_CLASSES] = [const { RemoteFrees::new() }; NUM_CLASSES];
+
+/// The remote-free matrix of `class`.
+#[inline]
+pub fn remote_frees(class: SizeClass) -> &'static RemoteFrees {
+    // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+    unsafe { REMOTE_FREES.get_unchecked(class.index()) }
+}
+
 /// The cache of `class`.
 #[inline(always)]
 pub fn cache(class: SizeClass) -> &'static Cache {
@@ -384,6 +400,10 @@ unsafe impl Depot for ClassDepot {
 
     fn counters(&self) -> &CacheCounters {
         &self.cache.counters
+    }
+
+    fn remote_frees(&self) -> &RemoteFrees {
+        remote_frees(self.class)
     }
 }
 

@@ -38,7 +38,7 @@
 use core::ptr::NonNull;
 
 use crate::barn::{Barn, Taken};
-use crate::counters::CacheCounters;
+use crate::counters::{CacheCounters, RemoteFrees};
 use crate::lane::Lane;
 use crate::node::NodeId;
 use crate::sheaf::{Sheaf, SheafPool};
@@ -81,6 +81,8 @@ pub unsafe trait Depot {
     fn sheaf_capacity(&self) -> u32;
     /// The class's counters.
     fn counters(&self) -> &CacheCounters;
+    /// The class's remote frees by node pair.
+    fn remote_frees(&self) -> &RemoteFrees;
 }
 
 /// Alloc side: trades `empty` for a full sheaf of `node`'s barn. `Err`
@@ -364,6 +366,7 @@ mod tests {
         pool: SheafPool,
         capacity: AtomicU32,
         counters: CacheCounters,
+        remote_frees: RemoteFrees,
         flushed: std::sync::Mutex<Vec<*mut u8>>,
     }
 
@@ -374,6 +377,7 @@ mod tests {
                 pool: SheafPool::new(),
                 capacity: AtomicU32::new(capacity),
                 counters: CacheCounters::new(),
+                remote_frees: RemoteFrees::new(),
                 flushed: std::sync::Mutex::new(Vec::new()),
             }
         }
@@ -405,6 +409,9 @@ mod tests {
         }
         fn counters(&self) -> &CacheCounters {
             &self.counters
+        }
+        fn remote_frees(&self) -> &RemoteFrees {
+            &self.remote_frees
         }
     }
 

@@ -102,17 +102,8 @@ fn read_locked_parts(class: SizeClass) -> CacheStats {
         }
         stats.all_nodes.accumulate(&node_stats);
     }
-    for (row, counts) in counters
-        .remote_frees
-        .iter()
-        .zip(stats.remote_frees_by_node.iter_mut())
-    {
-        for (counter, count) in row.iter().zip(counts.iter_mut()) {
-            *count = counter.load(Relaxed);
-            // A free-running counter, summed as the table sums counters.
-            stats.remote_frees = stats.remote_frees.wrapping_add(*count);
-        }
-    }
+    // Free-running counters, summed as the table sums counters.
+    stats.remote_frees = crate::cache::remote_frees(class).read(&mut stats.remote_frees_by_node);
     stats
 }
 

@@ -49,7 +49,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use sheafalloc_core::barn::Barn;
-use sheafalloc_core::counters::CacheCounters;
+use sheafalloc_core::counters::{CacheCounters, RemoteFrees};
 use sheafalloc_core::exchange::{self, Depot};
 use sheafalloc_core::lane::Lane;
 use sheafalloc_core::node::NodeId;
@@ -109,6 +109,7 @@ struct ModelDepot {
     pool: SheafPool,
     capacity: Capacity,
     counters: CacheCounters,
+    remote_frees: RemoteFrees,
 }
 
 impl ModelDepot {
@@ -120,6 +121,7 @@ impl ModelDepot {
             pool: SheafPool::new(),
             capacity,
             counters: CacheCounters::new(),
+            remote_frees: RemoteFrees::new(),
         }
     }
 
@@ -187,6 +189,10 @@ unsafe impl Depot for ModelDepot {
 
     fn counters(&self) -> &CacheCounters {
         &self.counters
+    }
+
+    fn remote_frees(&self) -> &RemoteFrees {
+        &self.remote_frees
     }
 }
 
@@ -329,10 +335,7 @@ fn alien_free_handoff() {
             depot.collect(a).is_empty(),
             "nothing stays on the freeing node"
         );
-        let counted = |home: NodeId| {
-            depot.counters.remote_frees[a.index()][home.index()]
-                .load(std::sync::atomic::Ordering::Relaxed)
-        };
+        let counted = |home: NodeId| depot.remote_frees.get(a, home);
         assert_eq!(counted(b), for_b.len() as u64);
         assert_eq!(counted(c), for_c.len() as u64);
     });

@@ -466,12 +466,5 @@ pub(super) fn hand_over(depot: &ClassDepot, from: NodeId, batch: *mut Sheaf) {
 }
 
 fn count_remote(depot: &ClassDepot, from: NodeId, home: NodeId, count: u32) {
-    if let Some(counter) = depot
-        .counters()
-        .remote_frees
-        .get(from.index())
-        .and_then(|row| row.get(home.index()))
-    {
-        CacheCounters::add(counter, u64::from(count));
-    }
+    depot.remote_frees().add(from, home, u64::from(count));
 }

@@ -8,7 +8,6 @@
 use core::ptr::{self, NonNull};
 
 use super::sheaves::ClassSheaves;
-use crate::counters::CacheCounters;
 use crate::exchange::{self, Depot};
 use crate::node::NodeId;
 
@@ -112,11 +111,5 @@ impl ClassSheaves<'_> {
 }
 
 fn count_remote<D: Depot>(depot: &D, from: NodeId, home: NodeId, count: u32) {
-    let remote_frees = &depot.counters().remote_frees;
-    if let Some(counter) = remote_frees
-        .get(from.index())
-        .and_then(|row| row.get(home.index()))
-    {
-        CacheCounters::add(counter, u64::from(count));
-    }
+    depot.remote_frees().add(from, home, u64::from(count));
 }
