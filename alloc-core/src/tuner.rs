@@ -152,7 +152,7 @@ pub struct Decision {
 
 impl Decision {
     /// Packs the decision into one word (for an atomic): `from` and `to`
-    /// in [`CAPACITY_BITS`] bits each (every capacity up to
+    /// in 12 bits each (every capacity up to
     /// [`SHEAF_CAPACITY_MAX`](crate::sheaf::SHEAF_CAPACITY_MAX) fits), the
     /// reason in 4, the signal in the 32 above.
     pub fn pack(self) -> u64 {
