@@ -121,13 +121,13 @@ impl RemoteFrees {
 
     /// Counts `count` objects freed on `from` and handed to `home`.
     #[inline]
-    pub fn add(&self, from: NodeId, home: NodeId, count: u64) {
+    pub fn add(&self, from: NodeId, home: NodeId, count: u32) {
         if let Some(counter) = self
             .0
             .get(from.index())
             .and_then(|row| row.get(home.index()))
         {
-            counter.fetch_add(count, Ordering::Relaxed);
+            counter.fetch_add(u64::from(count), Ordering::Relaxed);
         }
     }
 

@@ -366,7 +366,7 @@ pub unsafe fn free_slow(
     // one is counted here, as a batch of one.
     let node = os::current_cpu_fast().map_or(NodeId::ZERO, crate::topology::node_of_cpu);
     if home != node {
-        count_remote(&depot, node, home, 1);
+        depot.remote_frees().add(node, home, 1);
     }
     // SAFETY: duty 2.
     unsafe { crate::thread_cache::slab_free_one(class, object) };
@@ -392,7 +392,7 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
         // No memory for a batch: send the object home alone.
         // SAFETY: duty 2: a free object whose home is `home`.
         unsafe { depot.flush(home, &[object]) };
-        count_remote(depot, here.node(), home, 1);
+        depot.remote_frees().add(here.node(), home, 1);
         return true;
     };
     if here.replace(Slot::Remote, batch, fresh.as_ptr()) {
@@ -447,7 +447,7 @@ pub(super) fn hand_over(depot: &ClassDepot, from: NodeId, batch: *mut Sheaf) {
         unsafe { depot.pool().give(batch) };
         return;
     }
-    count_remote(depot, from, home, len);
+    depot.remote_frees().add(from, home, len);
     if len == capacity {
         // SAFETY: owned, objects of the class whose home is `home`.
         if let Ok(next) = unsafe { exchange::hand_over(depot, home, batch) } {
@@ -463,8 +463,4 @@ pub(super) fn hand_over(depot: &ClassDepot, from: NodeId, batch: *mut Sheaf) {
         exchange::flush(depot, home, &mut *batch.as_ptr());
         depot.pool().give(batch);
     }
-}
-
-fn count_remote(depot: &ClassDepot, from: NodeId, home: NodeId, count: u32) {
-    depot.remote_frees().add(from, home, u64::from(count));
 }

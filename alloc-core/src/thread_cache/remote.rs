@@ -47,7 +47,7 @@ impl ClassSheaves<'_> {
                     // No memory for a batch: send the object home alone.
                     // SAFETY: duty 1.
                     unsafe { depot.flush(home, &[object]) };
-                    count_remote(depot, node, home, 1);
+                    depot.remote_frees().add(node, home, 1);
                     return;
                 }
             }
@@ -81,7 +81,7 @@ impl ClassSheaves<'_> {
         if count == 0 {
             return;
         }
-        count_remote(depot, node, home, count);
+        depot.remote_frees().add(node, home, count);
         if sheaf.len == sheaf.capacity {
             // SAFETY: owned, non-empty, objects of this class whose home is
             // `home`.
@@ -108,8 +108,4 @@ impl ClassSheaves<'_> {
             unsafe { depot.pool().give(empty) };
         }
     }
-}
-
-fn count_remote<D: Depot>(depot: &D, from: NodeId, home: NodeId, count: u32) {
-    depot.remote_frees().add(from, home, u64::from(count));
 }
