@@ -158,7 +158,7 @@ sys.exit(0 if result and ('"$check"') else 1)
 
 expect 'sheafalloc_allocations_total' \
     "sheafalloc_allocations_total scraped, every series with a cache label" \
-    'len(result) >= 3 and all(series["metric"].get("cache", "").startswith("size-") for series in result)'
+    'len(result) >= 3 and all(series["metric"].get("cache", "").startswith(("size-", "aligned-")) for series in result)'
 expect 'up{job="sheafalloc"}' "the target is up" 'all(value(series) == 1 for series in result)'
 expect 'sheafalloc_allocations_total{cache="size-256"}' \
     "sheafalloc_allocations_total{cache=\"size-256\"} > 0" 'value(result[0]) > 0'

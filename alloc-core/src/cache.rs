@@ -309,7 +309,7 @@ static NODE_CLASSES: [[NodeClass; NUM_CLASSES]; MAX_NODES] = [const {
 
 static CACHES: [Cache; NUM_CLASSES] = [const { Cache::new() }; NUM_CLASSES];
 
-// The caches' tuning words and counters stay dense (25 KiB for the 97
+// The caches' tuning words and counters stay dense (25 KiB for the 101
 // classes: every busy class's slow paths write its counters, so the pages
 // they share are resident); the remote-free matrices live apart.
 const _: () = assert!(core::mem::size_of::<Cache>() <= 256);

@@ -75,8 +75,8 @@ impl fmt::Display for EntryError<'_> {
                 max,
             } => write!(
                 f,
-                "capacity {requested} is outside the range 1..={max} of size-{}",
-                class.object_size()
+                "capacity {requested} is outside the range 1..={max} of {}",
+                class.name()
             ),
         }
     }

@@ -83,7 +83,7 @@ fn tag(node: NodeId, chunk: u32) -> &'static AtomicU8 {
 
 /// Marks the chunks of a new slab as owned by `class` (or 0 = no class).
 pub(crate) fn tag_run(node: NodeId, first_chunk: u32, class: Option<SizeClass>) {
-    // Cannot wrap: a class index is below `NUM_CLASSES` (97), and the run's
+    // Cannot wrap: a class index is below `NUM_CLASSES` (101), and the run's
     // chunks lie below the node's chunk limit (at most 2^20).
     let value = class.map_or(0, |c| (c.index() as u8).wrapping_add(1));
     let chunks = class.map_or(1, |c| 1u32 << slab_order(c));
@@ -148,7 +148,7 @@ pub fn on_free(ptr: *mut u8, class: SizeClass) {
     let slab_base = ptr as usize & !crate::slab::slab_bytes(class).wrapping_sub(1);
     let first = slab_base.wrapping_add(crate::colour::offset(class, slab_base));
     let offset = (ptr as usize).checked_sub(first);
-    if offset.and_then(|offset| offset.checked_rem(class.object_size())) != Some(0) {
+    if offset.and_then(|offset| offset.checked_rem(class.stride())) != Some(0) {
         fail(b"free of an interior pointer", ptr, class);
     }
     let (word, mask) = bit(node, ptr as usize);

@@ -21,9 +21,15 @@
 //! colours and their first lines use every set. Colouring costs no object:
 //! a class's colours are the whole lines its slab has left over after its
 //! objects (2304 B: 28 objects in 64 KiB leave 1024 bytes, so 17 colours),
-//! so a class whose objects fill the slab exactly (every power of two) is
-//! not coloured, and at most [`MAX_COLOURS`] colours are used (they span
-//! 4 KiB, every set of an L1 with 64-byte lines).
+//! so a class whose objects fill the slab exactly (the powers of two up to
+//! 512 and the aligned twins) is not coloured, and at most [`MAX_COLOURS`]
+//! colours are used (they span 4 KiB, every set of an L1 with 64-byte
+//! lines).
+//!
+//! Colouring spreads slabs; it cannot spread the objects of one slab,
+//! which all keep their offsets modulo the stride. That is what the padded
+//! strides of the 1–8 KiB classes do ([`crate::size_class`]); their spare
+//! lines colour their slabs too.
 //!
 //! # The price: alignment
 //!
@@ -33,10 +39,10 @@
 //! stops at 16) takes the smallest class that is not coloured and whose
 //! size is a multiple of the alignment ([`crate::size_class`]).
 //!
-//! Only classes up to [`COLOURED_MAX_SIZE`] are coloured: they are the fast
-//! path's, whose objects a thread holds many of, and their slabs are one
-//! [`COLOURED_SLAB_BYTES`] chunk each (checked in `slab.rs`). Larger
-//! classes keep their natural (page) alignment.
+//! Only classes whose stride is at most [`COLOURED_MAX_SIZE`] are coloured:
+//! they are the fast path's, whose objects a thread holds many of, and
+//! their slabs are one [`COLOURED_SLAB_BYTES`] chunk each (checked in
+//! `slab.rs`). Larger classes keep their natural (page) alignment.
 
 use crate::size_class::SizeClass;
 
@@ -53,12 +59,12 @@ pub const COLOURED_SLAB_BYTES: usize = 64 * 1024;
 /// How many start offsets the slabs of `class` rotate through: 1 (every
 /// slab starts its objects at its base) for a class that is not coloured.
 pub fn colours(class: SizeClass) -> usize {
-    let size = class.object_size();
-    if size > COLOURED_MAX_SIZE {
+    let stride = class.stride();
+    if stride > COLOURED_MAX_SIZE {
         return 1;
     }
-    // No division by zero: class sizes are at least 8.
-    let spare_lines = COLOURED_SLAB_BYTES.checked_rem(size).unwrap_or(0) / COLOUR_STEP;
+    // No division by zero: strides are at least 8.
+    let spare_lines = COLOURED_SLAB_BYTES.checked_rem(stride).unwrap_or(0) / COLOUR_STEP;
     spare_lines.saturating_add(1).min(MAX_COLOURS)
 }
 
@@ -94,12 +100,23 @@ mod tests {
         // 28 objects in 64 KiB leave 1024 bytes: offsets 0, 64, …, 1024.
         assert_eq!(colours(packet), 17);
         assert_eq!(packet.alignment(), COLOUR_STEP);
-        for size in [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192] {
+        for size in [8, 16, 32, 64, 128, 256, 512] {
             let class = SizeClass::for_layout(size, 8).unwrap();
             assert_eq!(class.object_size(), size);
             assert_eq!(colours(class), 1, "size {size}");
             assert_eq!(offset(class, 5 * COLOURED_SLAB_BYTES), 0);
         }
+        // From 1 KiB the powers of two are padded (one line per object), so
+        // their slabs have lines to spare; their aligned twins fill theirs.
+        for size in [1024, 2048, 4096] {
+            let padded = SizeClass::for_layout(size, 8).unwrap();
+            assert!(is_coloured(padded), "size {size}");
+            let twin = SizeClass::for_layout(size, size).unwrap();
+            assert!(twin.is_aligned_twin());
+            assert_eq!(colours(twin), 1, "size {size}");
+        }
+        // 8192 padded is 15 objects in a 128 KiB slab: not coloured.
+        assert_eq!(colours(SizeClass::for_layout(8192, 8).unwrap()), 1);
         let big = SizeClass::for_layout(COLOURED_MAX_SIZE + 1, 8).unwrap();
         assert_eq!(colours(big), 1);
     }
@@ -107,7 +124,7 @@ mod tests {
     #[test]
     fn every_colour_leaves_room_for_the_slabs_objects() {
         for class in SizeClass::all() {
-            let size = class.object_size();
+            let size = class.stride();
             if size > COLOURED_MAX_SIZE {
                 assert_eq!(colours(class), 1);
                 continue;

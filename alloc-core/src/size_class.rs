@@ -13,11 +13,31 @@
 //! whole number of 4 KiB pages ("span classes"). Requests above 256 KiB are
 //! mapped directly (see `large.rs`).
 //!
+//! # Padded strides and aligned twins
+//!
+//! Objects of a class lie [`SizeClass::stride`] bytes apart in their slab.
+//! The stride is the object size, except for the classes that are
+//! multiples of 1 KiB up to 8 KiB (1024, 2048, …, 8192): their stride is
+//! one cache line longer ([`STRIDE_PAD`]). Without it every object of such
+//! a slab starts at one of at most four offsets in its page, so the first
+//! lines of a burst of buffers (the headers a service writes) all fall in
+//! the same few sets of the L1 data cache and evict each other: 16 buffers
+//! 4096 bytes apart cost six times what they cost 4160 bytes apart. A
+//! padded stride is an odd number of lines, so consecutive objects start
+//! on consecutive sets. It costs one object in 16 of a 4 KiB slab.
+//!
+//! A padded class gives cache-line alignment only. A layout that asks for
+//! more from those sizes (`Layout::from_size_align(4096, 4096)`, a
+//! page-aligned I/O buffer) takes the class's *aligned twin*: a class of
+//! the same power-of-two size with an unpadded stride, named
+//! `aligned-4096`, which only over-aligned layouts reach. Twins follow the
+//! graded classes in index order; [`NUM_CLASSES`] counts both.
+//!
 //! # Alignment
 //!
 //! Slabs start on a 64 KiB chunk boundary, so an object of a class is
-//! aligned to the largest power of two dividing the class size (capped by
-//! the chunk size), or to at most a cache line where slab colouring shifts
+//! aligned to the largest power of two dividing its stride (capped by the
+//! chunk size), or to at most a cache line where slab colouring shifts
 //! the slab's objects ([`crate::colour`]: e.g. 2304 B). Every class but the
 //! first is a multiple of 16. A layout with a larger alignment takes the
 //! smallest class whose objects all have it ([`SizeClass::alignment`]);
@@ -26,8 +46,18 @@
 //!
 //! This module never touches memory other than its constant tables.
 
-/// Number of size classes.
-pub const NUM_CLASSES: usize = 97;
+/// Number of size classes: the graded classes and their aligned twins.
+pub const NUM_CLASSES: usize = GRADED_CLASSES + TWIN_SIZES.len();
+/// Classes of the graded table, 8 bytes to [`MAX_CLASS_SIZE`], ascending.
+const GRADED_CLASSES: usize = 97;
+/// Object sizes of the aligned twins (class indexes from
+/// `GRADED_CLASSES` on, in this order): the power-of-two sizes among the
+/// padded classes.
+const TWIN_SIZES: [usize; 4] = [1024, 2048, 4096, 8192];
+/// Bytes a padded class's stride adds to its object size: one cache line.
+pub const STRIDE_PAD: usize = 64;
+/// Largest padded class (see the module documentation).
+const PADDED_MAX_SIZE: usize = 8192;
 /// Largest request served from a size class; larger ones are mapped directly.
 pub const MAX_CLASS_SIZE: usize = 256 * 1024;
 /// Largest request size answered by the lookup table (the fast path): 8 KiB,
@@ -65,11 +95,14 @@ impl core::fmt::Debug for SizeClass {
 const _: () = assert!(NUM_CLASSES * RECORD_STRIDE <= u16::MAX as usize);
 
 #[allow(
+    clippy::indexing_slicing,
     clippy::arithmetic_side_effects,
-    reason = "evaluated at compile time (the `CLASS_SIZES` table): an overflow is a build error"
+    reason = "evaluated at compile time (the `CLASS_SIZES` table): an overflow or a bad index is a build error"
 )]
 const fn class_size_of(index: usize) -> usize {
-    if index == 0 {
+    if index >= GRADED_CLASSES {
+        TWIN_SIZES[index - GRADED_CLASSES]
+    } else if index == 0 {
         8
     } else if index <= 8 {
         index * 16
@@ -96,8 +129,50 @@ const fn build_sizes() -> [u32; NUM_CLASSES] {
     sizes
 }
 
-/// Object size of every class, ascending.
+/// Object size of every class: the graded classes ascending, then the
+/// twins.
 static CLASS_SIZES: [u32; NUM_CLASSES] = build_sizes();
+
+/// Whether the class at `index` has a padded stride: a graded class whose
+/// size is a multiple of 1 KiB up to [`PADDED_MAX_SIZE`].
+const fn is_padded_index(index: usize) -> bool {
+    let size = class_size_of(index);
+    index < GRADED_CLASSES && size % 1024 == 0 && size <= PADDED_MAX_SIZE
+}
+
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    reason = "evaluated at compile time (the `CLASS_STRIDES` table): an overflow or a bad index is a build error"
+)]
+const fn build_strides() -> [u32; NUM_CLASSES] {
+    let mut strides = [0u32; NUM_CLASSES];
+    let mut i = 0;
+    while i < NUM_CLASSES {
+        let pad = if is_padded_index(i) { STRIDE_PAD } else { 0 };
+        strides[i] = (class_size_of(i) + pad) as u32;
+        i += 1;
+    }
+    strides
+}
+
+/// Bytes from one object to the next in a slab, for every class.
+static CLASS_STRIDES: [u32; NUM_CLASSES] = build_strides();
+
+// Every twin is a padded graded size, so it has a graded class to be the
+// twin of.
+#[allow(
+    clippy::indexing_slicing,
+    reason = "evaluated at compile time: a bad index is a build error"
+)]
+const _: () = {
+    let mut t = 0;
+    while t < TWIN_SIZES.len() {
+        assert!(TWIN_SIZES[t].is_power_of_two() && TWIN_SIZES[t] % 1024 == 0);
+        assert!(TWIN_SIZES[t] <= PADDED_MAX_SIZE);
+        t += 1;
+    }
+};
 
 /// Computes the class of a size above 128 bytes (pure arithmetic).
 ///
@@ -211,6 +286,23 @@ impl SizeClass {
         (unsafe { *CLASS_SIZES.get_unchecked(self.index()) }) as usize
     }
 
+    /// Bytes from one object of this class to the next in its slab: the
+    /// object size, one cache line more for a padded class (see the module
+    /// documentation).
+    #[inline]
+    pub fn stride(self) -> usize {
+        // SAFETY: `get_unchecked` needs an in-bounds index: `self.index() <
+        // NUM_CLASSES` (SizeClass invariant), the table's length.
+        (unsafe { *CLASS_STRIDES.get_unchecked(self.index()) }) as usize
+    }
+
+    /// Whether this is an aligned twin (`aligned-4096`): a power-of-two
+    /// size with an unpadded stride, reached only by layouts aligned
+    /// beyond a cache line.
+    pub fn is_aligned_twin(self) -> bool {
+        self.index() >= GRADED_CLASSES
+    }
+
     /// HOT PATH: the class for a layout with `size <= SMALL_LOOKUP_MAX` and
     /// `align <= FAST_ALIGN_MAX`, or `None` for every other layout. No
     /// search: for an alignment of at most 8 bytes (almost every layout)
@@ -295,8 +387,10 @@ impl SizeClass {
     }
 
     /// Alignment above 16: the smallest class whose objects all have
-    /// `align` (a multiple of it, and not coloured if `align` is above a
-    /// cache line).
+    /// `align` (a multiple of it, not padded and not coloured if `align`
+    /// is above a cache line). Between a graded class and an aligned twin
+    /// of the same size, the graded one (the twin is for layouts only it
+    /// can serve).
     #[cold]
     fn for_aligned_layout(size: usize, align: usize) -> Option<Self> {
         if align > MAX_CLASS_ALIGN {
@@ -306,16 +400,25 @@ impl SizeClass {
         if size > MAX_CLASS_SIZE {
             return None;
         }
-        (class_index_of_size(size)..NUM_CLASSES)
+        // A twin's alignment is its size, a power of two at least `size`
+        // and so at least `align`.
+        let twin = TWIN_SIZES
+            .iter()
+            .position(|&twin| twin >= size)
+            .map(|t| SizeClass::of_index(GRADED_CLASSES.wrapping_add(t)));
+        let limit = twin.map_or(MAX_CLASS_SIZE, SizeClass::object_size);
+        let graded = (class_index_of_size(size)..GRADED_CLASSES)
             .map(SizeClass::of_index)
-            .find(|class| class.alignment() >= align)
+            .take_while(|class| class.object_size() <= limit)
+            .find(|class| class.alignment() >= align);
+        graded.or(twin)
     }
 
     /// Alignment every object of this class has: the largest power of two
-    /// dividing its size, at most a cache line if its slabs are coloured
+    /// dividing its stride, at most a cache line if its slabs are coloured
     /// (see [`crate::colour`]).
     pub fn alignment(self) -> usize {
-        let natural = (1usize << self.object_size().trailing_zeros()).min(MAX_CLASS_ALIGN);
+        let natural = (1usize << self.stride().trailing_zeros()).min(MAX_CLASS_ALIGN);
         if crate::colour::is_coloured(self) {
             natural.min(crate::colour::COLOUR_STEP)
         } else {
@@ -323,18 +426,23 @@ impl SizeClass {
         }
     }
 
-    /// The class whose name is `name` (`"size-256"`), if any.
+    /// The class whose name is `name` (`"size-256"`, `"aligned-4096"`),
+    /// if any.
     pub fn from_name(name: &str) -> Option<Self> {
-        let digits = name.strip_prefix("size-")?;
+        let (digits, twin) = match name.strip_prefix(TWIN_PREFIX) {
+            Some(digits) => (digits, true),
+            None => (name.strip_prefix(GRADED_PREFIX)?, false),
+        };
         if digits.is_empty() || digits.len() > 7 || digits.starts_with('0') {
             return None;
         }
         let size = crate::os::parse_decimal(digits.as_bytes())? as usize;
-        Self::all().find(|class| class.object_size() == size)
+        Self::all().find(|class| class.object_size() == size && class.is_aligned_twin() == twin)
     }
 
-    /// The class's name, `size-<object size>`, like the kernel's kmalloc
-    /// caches. Written into a stack buffer: no allocation.
+    /// The class's name, `size-<object size>` like the kernel's kmalloc
+    /// caches, `aligned-<object size>` for an aligned twin. Written into a
+    /// stack buffer: no allocation.
     pub fn name(self) -> ClassName {
         // The decimal digits, written from the right (a class size has at
         // most 6 digits; the buffer has room for 7).
@@ -354,7 +462,15 @@ impl SizeClass {
             bytes: [0; 12],
             len: 0,
         };
-        let text = b"size-".iter().chain(digits.get(first..).unwrap_or(&[]));
+        let prefix = if self.is_aligned_twin() {
+            TWIN_PREFIX
+        } else {
+            GRADED_PREFIX
+        };
+        let text = prefix
+            .as_bytes()
+            .iter()
+            .chain(digits.get(first..).unwrap_or(&[]));
         for (slot, &byte) in name.bytes.iter_mut().zip(text) {
             *slot = byte;
             // At most `bytes.len()` (12) bytes are copied.
@@ -364,7 +480,12 @@ impl SizeClass {
     }
 }
 
-/// A class name held inline (`size-262144` fits).
+/// Name prefix of the graded classes.
+const GRADED_PREFIX: &str = "size-";
+/// Name prefix of the aligned twins.
+const TWIN_PREFIX: &str = "aligned-";
+
+/// A class name held inline (`size-262144` and `aligned-8192` fit).
 #[derive(Clone, Copy)]
 pub struct ClassName {
     bytes: [u8; 12],
@@ -433,12 +554,81 @@ mod tests {
 
     #[test]
     fn table_is_strictly_monotonic_and_ends_at_max() {
-        for pair in CLASS_SIZES.windows(2) {
+        let graded = &CLASS_SIZES[..GRADED_CLASSES];
+        for pair in graded.windows(2) {
             assert!(pair[0] < pair[1], "{pair:?}");
         }
-        assert_eq!(CLASS_SIZES[0], 8);
-        assert_eq!(CLASS_SIZES[NUM_CLASSES - 1] as usize, MAX_CLASS_SIZE);
-        assert!(CLASS_SIZES.contains(&(32 * 1024)));
+        assert_eq!(graded[0], 8);
+        assert_eq!(graded[GRADED_CLASSES - 1] as usize, MAX_CLASS_SIZE);
+        assert!(graded.contains(&(32 * 1024)));
+        // Each twin has the size of a graded class.
+        for twin in &CLASS_SIZES[GRADED_CLASSES..] {
+            assert!(graded.contains(twin), "{twin}");
+        }
+    }
+
+    /// The first lines of one slab's objects: the L1 set (of 64, 64-byte
+    /// lines) each object's first line falls in, for the first `n`.
+    fn first_line_sets(class: SizeClass, n: usize) -> std::collections::HashSet<usize> {
+        (0..n).map(|i| i * class.stride() / 64 % 64).collect()
+    }
+
+    #[test]
+    fn multiples_of_1_kib_up_to_8_kib_are_padded_so_a_burst_uses_distinct_sets() {
+        for class in SizeClass::all() {
+            let size = class.object_size();
+            let padded = !class.is_aligned_twin() && size % 1024 == 0 && size <= 8192;
+            if padded {
+                assert_eq!(class.stride(), size + STRIDE_PAD, "{}", class.name());
+                // An odd number of lines: consecutive objects start on
+                // consecutive sets, and 64 objects (or a slab's, if fewer)
+                // on 64 different ones.
+                assert_eq!(class.stride() / 64 % 2, 1);
+                let objects = crate::slab::objects_per_slab(class).min(64);
+                assert_eq!(first_line_sets(class, objects).len(), objects);
+                assert_eq!(class.alignment(), 64, "{}", class.name());
+            } else {
+                assert_eq!(class.stride(), size, "{}", class.name());
+            }
+        }
+        // Unpadded, 16 page-sized buffers would share one set (of 8 ways).
+        let twin = SizeClass::for_layout(4096, 4096).unwrap();
+        assert_eq!(first_line_sets(twin, 16).len(), 1);
+        let padded = SizeClass::for_layout(4096, 8).unwrap();
+        assert_eq!(first_line_sets(padded, 15).len(), 15);
+    }
+
+    #[test]
+    fn over_aligned_page_sized_layouts_take_the_aligned_twins() {
+        let class = |size, align| SizeClass::for_layout(size, align).unwrap();
+        for size in [1024, 2048, 4096, 8192] {
+            // Up to a cache line the padded class serves it.
+            for align in [8, 16, 32, 64] {
+                let padded = class(size, align);
+                assert!(!padded.is_aligned_twin(), "size {size} align {align}");
+                assert_eq!(padded.object_size(), size);
+            }
+            let twin = class(size, size);
+            assert!(twin.is_aligned_twin());
+            assert_eq!(twin.object_size(), size);
+            assert_eq!(twin.alignment(), size);
+            assert_eq!(twin.name().as_str(), format!("aligned-{size}"));
+            assert_eq!(class(size, 128), twin);
+        }
+        // A size between twins takes the next twin up, not a 9 or 12 KiB
+        // class; past the largest twin the graded table serves it.
+        assert_eq!(class(3000, 1024).name().as_str(), "aligned-4096");
+        assert_eq!(class(1, 1024).name().as_str(), "aligned-1024");
+        assert_eq!(class(5000, 4096).name().as_str(), "aligned-8192");
+        assert_eq!(class(8193, 4096).object_size(), 12288);
+        // Below 1 KiB nothing changes: 512 is its own alignment.
+        assert_eq!(class(512, 512).name().as_str(), "size-512");
+        // Only over-aligned layouts reach a twin.
+        for size in 0..=MAX_CLASS_SIZE {
+            for align in [1, 8, 16, 32, 64] {
+                assert!(!class(size, align).is_aligned_twin(), "{size} {align}");
+            }
+        }
     }
 
     #[test]
@@ -506,6 +696,7 @@ mod tests {
         for class in SizeClass::all() {
             let size = class.object_size();
             assert_eq!(size % class.alignment(), 0);
+            assert_eq!(class.stride() % class.alignment(), 0);
             if class.index() > 0 {
                 assert!(class.alignment() >= 16, "{}", class.name());
             }
@@ -522,6 +713,7 @@ mod tests {
             for size in [1, align / 2, align, align + 1, 3 * align, 40_000] {
                 if let Some(class) = SizeClass::for_layout(size, align) {
                     assert_eq!(class.object_size() % align, 0);
+                    assert_eq!(class.stride() % align, 0);
                     assert!(class.object_size() >= size);
                     assert!(class.alignment() >= align);
                 } else {
@@ -546,6 +738,9 @@ mod tests {
             SizeClass::for_layout(256, 8).unwrap().name().as_str(),
             "size-256"
         );
+        let twin = SizeClass::from_name("aligned-4096").unwrap();
+        assert!(twin.is_aligned_twin());
+        assert_ne!(Some(twin), SizeClass::from_name("size-4096"));
         for bad in [
             "",
             "size-",
@@ -555,6 +750,11 @@ mod tests {
             "size-abc",
             "kmalloc-256",
             "size-99999999",
+            "aligned-",
+            "aligned-3072",
+            "aligned-256",
+            "aligned-04096",
+            "size-aligned-4096",
         ] {
             assert_eq!(SizeClass::from_name(bad), None, "{bad}");
         }

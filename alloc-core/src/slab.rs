@@ -104,10 +104,10 @@ impl SlabMeta {
 /// Slab size and order for a class: the smallest power-of-two run of at
 /// least 64 KiB that holds at least 8 objects.
 pub fn slab_order(class: SizeClass) -> usize {
-    // `(CHUNK_BYTES << order) / size >= 8` is `8 * size <= CHUNK_BYTES <<
-    // order`, without a division (the product cannot saturate: class sizes
+    // `(CHUNK_BYTES << order) / stride >= 8` is `8 * stride <= CHUNK_BYTES
+    // << order`, without a division (the product cannot saturate: strides
     // are at most 256 KiB).
-    let eight_objects = class.object_size().saturating_mul(8);
+    let eight_objects = class.stride().saturating_mul(8);
     (0..arena::MAX_SLAB_ORDER)
         .find(|&order| eight_objects <= CHUNK_BYTES << order)
         .unwrap_or(arena::MAX_SLAB_ORDER)
@@ -120,6 +120,13 @@ const _: () = assert!(CHUNK_BYTES == colour::COLOURED_SLAB_BYTES);
 /// Bytes of one slab of `class`.
 pub fn slab_bytes(class: SizeClass) -> usize {
     CHUNK_BYTES << slab_order(class)
+}
+
+/// Objects one slab of `class` holds: its bytes over the class's stride
+/// (less any colour offset's room, which colouring takes from the spare
+/// bytes past the last object).
+pub fn objects_per_slab(class: SizeClass) -> usize {
+    slab_bytes(class).checked_div(class.stride()).unwrap_or(0)
 }
 
 /// Counts a list reports to the cache statistics.
@@ -238,7 +245,7 @@ impl SlabList {
         // Coloured classes carve from an offset of a few lines (see
         // `colour`); the free list holds whatever addresses came back.
         let first = base.wrapping_add(colour::offset(class, base));
-        let size = class.object_size();
+        let stride = class.stride();
         // The free list first (carving never adds to it), then never-used
         // objects off the slab's start.
         let mut taken = 0usize;
@@ -253,7 +260,7 @@ impl SlabList {
                 // Cannot wrap: `carved < capacity`, so the object lies
                 // inside the slab (a colour leaves room for `capacity`
                 // objects), and the count stays within `capacity`.
-                let object = first.wrapping_add((meta.carved as usize).wrapping_mul(size));
+                let object = first.wrapping_add((meta.carved as usize).wrapping_mul(stride));
                 meta.carved = meta.carved.wrapping_add(1);
                 object as *mut u8
             } else {
@@ -380,7 +387,10 @@ impl SlabList {
 
     fn new_slab(&mut self, node: NodeId, class: SizeClass, lane: Lane) -> Option<u32> {
         let order = slab_order(class);
-        let capacity = (CHUNK_BYTES << order).checked_div(class.object_size())? as u32;
+        let capacity = objects_per_slab(class) as u32;
+        if capacity == 0 {
+            return None;
+        }
         let slab = arena::take_run(node, order)?;
         // SAFETY: `take_run` handed the run to us: no one else references
         // its entry, and from now on our lock guards it.
@@ -557,9 +567,7 @@ impl SlabList {
         let listed = partial.saturating_add(empty);
         crate::invariant!(listed <= self.counts.slabs, "more listed slabs than held");
         let full = self.counts.slabs.saturating_sub(listed);
-        let per_slab = slab_bytes(class)
-            .checked_div(class.object_size())
-            .unwrap_or(0) as u64;
+        let per_slab = objects_per_slab(class) as u64;
         out.saturating_add(full.saturating_mul(per_slab))
     }
 }
@@ -589,7 +597,7 @@ mod tests {
         /// are out: objects are distinct, aligned slots inside their slab,
         /// and the list's invariants hold after every step.
         #[test]
-        fn refill_and_flush_match_a_shadow_model(class_index in 0usize..97, steps in proptest::collection::vec((any::<bool>(), 1usize..200), 1..60)) {
+        fn refill_and_flush_match_a_shadow_model(class_index in 0usize..crate::size_class::NUM_CLASSES, steps in proptest::collection::vec((any::<bool>(), 1usize..200), 1..60)) {
             // Each case uses its own list on node 0; slabs come from the
             // shared arena, which is what the engine does too.
             let class = SizeClass::from_index(class_index).unwrap();
@@ -597,7 +605,7 @@ mod tests {
             let mut list = list_for_test();
             let mut out: Vec<*mut u8> = Vec::new();
             let mut seen: HashSet<usize> = HashSet::new();
-            let size = class.object_size();
+            let size = class.stride();
             let slab_mask = !(slab_bytes(class) - 1);
             for (take, count) in steps {
                 if take {
@@ -652,7 +660,7 @@ mod tests {
         let class = SizeClass::for_layout(2112, 8).unwrap();
         let node = NodeId::ZERO;
         let mut list = list_for_test();
-        let per_slab = slab_bytes(class) / class.object_size();
+        let per_slab = objects_per_slab(class);
         let mut starts = HashSet::new();
         let mut out = Vec::new();
         for _ in 0..4 {
@@ -679,7 +687,7 @@ mod tests {
         let node = NodeId::ZERO;
         let (a, b) = (Lane::of_cpu(0), Lane::of_cpu(1));
         let mut list = list_for_test();
-        let per_slab = slab_bytes(class) / class.object_size();
+        let per_slab = objects_per_slab(class);
         let slab_of = |object: *mut u8| object as usize & !(slab_bytes(class) - 1);
         // Lane a takes two whole slabs (both full, on no list), then one
         // object of each comes back: both slabs are partial on a's list.
@@ -730,7 +738,7 @@ mod tests {
         let class = SizeClass::for_layout(4096, 8).unwrap();
         let node = NodeId::ZERO;
         let mut list = list_for_test();
-        let per_slab = slab_bytes(class) / class.object_size();
+        let per_slab = objects_per_slab(class);
         let mut objects = std::vec![core::ptr::null_mut(); per_slab * 3];
         assert_eq!(
             list.refill(node, class, Lane::ZERO, &mut objects),

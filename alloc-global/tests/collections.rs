@@ -61,13 +61,14 @@ fn large_and_over_aligned_allocations_work() {
 
 #[test]
 fn over_aligned_requests_in_coloured_classes_keep_their_alignment() {
-    // Sizes whose classes are coloured (their slabs start objects at a
-    // line offset: 1152, 1536, 2304, 3072, 7168 B), asked for with every
+    // Sizes whose classes are coloured or padded (their slabs start
+    // objects at a line offset, or a line apart: 1152, 1536, 2304, 3072,
+    // 4096, 7168, 8192 B), asked for with every
     // alignment from a line to a page, many at a time so that they span
     // several slabs and colours; every block is aligned, filled and
     // checked before it is freed.
     use std::alloc::{alloc, dealloc, Layout};
-    for size in [1100, 1500, 2112, 3000, 7000] {
+    for size in [1100, 1500, 2112, 3000, 4096, 7000, 8192] {
         for align in [16, 32, 64, 128, 256, 512, 4096] {
             let layout = Layout::from_size_align(size, align).unwrap();
             let blocks: Vec<*mut u8> = (0..80)
@@ -91,6 +92,59 @@ fn over_aligned_requests_in_coloured_classes_keep_their_alignment() {
                 // SAFETY: allocated above with `layout`, freed once.
                 unsafe { dealloc(block, layout) };
             }
+        }
+    }
+}
+
+#[test]
+fn buffers_of_1_to_8_kib_start_on_many_cache_sets_and_page_aligned_ones_on_pages() {
+    use std::alloc::{alloc, dealloc, Layout};
+    use std::collections::HashSet;
+    // A burst of 64 buffers of a padded class: their first lines fall in
+    // many of the L1's 64 sets. (With strides of exactly 1, 2 and 4 KiB,
+    // a slab's objects would share 4, 2 and 1 of them.)
+    for (size, align) in [(1024, 8), (2048, 16), (4096, 8), (8192, 64), (5000, 8)] {
+        let layout = Layout::from_size_align(size, align).unwrap();
+        let blocks = fill_blocks(layout, 64);
+        let sets: HashSet<usize> = blocks.iter().map(|&b| b as usize / 64 % 64).collect();
+        assert!(sets.len() >= 8, "size {size}: {} sets", sets.len());
+        check_and_free(layout, blocks);
+    }
+    // Page-aligned buffers keep their alignment, from the aligned twins.
+    for size in [1024, 2048, 4096, 8192] {
+        let name = format!("aligned-{size}");
+        let before = sheafalloc::cache(&name).unwrap();
+        let layout = Layout::from_size_align(size, size).unwrap();
+        let blocks = fill_blocks(layout, 40);
+        assert!(blocks.iter().all(|&b| b as usize % size == 0), "{name}");
+        let during = sheafalloc::cache(&name).unwrap();
+        assert!(during.allocations >= before.allocations + 40, "{name}");
+        check_and_free(layout, blocks);
+    }
+
+    /// `n` blocks of `layout`, block `i` filled with the byte `i`.
+    fn fill_blocks(layout: Layout, n: usize) -> Vec<*mut u8> {
+        (0..n)
+            .map(|i| {
+                // SAFETY: a non-zero size.
+                let block = unsafe { alloc(layout) };
+                assert!(!block.is_null());
+                assert_eq!(block as usize % layout.align(), 0);
+                // SAFETY: a fresh block of `layout.size()` bytes.
+                unsafe { block.write_bytes(i as u8, layout.size()) };
+                block
+            })
+            .collect()
+    }
+
+    /// Checks that block `i` still holds the byte `i`, then frees it.
+    fn check_and_free(layout: Layout, blocks: Vec<*mut u8>) {
+        for (i, block) in blocks.into_iter().enumerate() {
+            // SAFETY: filled by `fill_blocks`, still live.
+            let bytes = unsafe { std::slice::from_raw_parts(block, layout.size()) };
+            assert!(bytes.iter().all(|&b| b == i as u8), "{layout:?}");
+            // SAFETY: allocated with `layout`, freed once.
+            unsafe { dealloc(block, layout) };
         }
     }
 }

@@ -112,14 +112,17 @@ pub struct CapacityChanged {
     pub tuning: Tuning,
 }
 
-/// Snapshots every cache, smallest first (one pass over the threads).
+/// Snapshots every cache, smallest first, an aligned twin right after the
+/// class of its size (one pass over the threads).
 pub fn snapshot_all() -> Vec<(SizeClass, CacheStats)> {
     let mut all = Box::new([CacheStats::default(); NUM_CLASSES]);
     cache_stats_all(&mut all);
-    SizeClass::all()
+    let mut caches: Vec<(SizeClass, CacheStats)> = SizeClass::all()
         .zip(all.iter())
         .map(|(class, stats)| (class, *stats))
-        .collect()
+        .collect();
+    caches.sort_by_key(|(class, _)| (class.object_size(), class.is_aligned_twin()));
+    caches
 }
 
 /// `GET /v1/caches`.

@@ -4,7 +4,7 @@
 //! # One snapshot, one pass, one string
 //!
 //! A scrape takes one snapshot of every cache (`cache_stats_all`: one
-//! pass over the thread registry for all 97 caches) and writes the text
+//! pass over the thread registry for all 101 caches) and writes the text
 //! straight into one `String`. A `prometheus::Collector` did this before;
 //! it built a `MetricFamily`, a `Metric` and two `String`s per label for
 //! every sample — 15,210 allocations per scrape with 97 caches in use by
@@ -31,7 +31,7 @@
 //! A cache gets series once it has been used (an allocation, a slab) or
 //! its capacity was changed from the default; from then on it stays (its
 //! counters never go back to zero). The caches nobody uses — often half of
-//! the 97 — would otherwise double the size of every scrape with zeros.
+//! the 101 — would otherwise double the size of every scrape with zeros.
 //! `GET /v1/caches` always lists every cache.
 
 use core::fmt::Write;

@@ -99,7 +99,10 @@ fn protected_reads_need_the_token_but_the_page_and_healthz_do_not() {
         assert_eq!(get(&anonymous, path).status, 200, "{path}");
     }
     let authorized = client(&handle).with_token(Some(TOKEN.to_owned()));
-    assert_eq!(authorized.caches().unwrap().caches.len(), 97);
+    assert_eq!(
+        authorized.caches().unwrap().caches.len(),
+        sheafalloc_core::size_class::NUM_CLASSES
+    );
     assert!(authorized.metrics().unwrap().contains("sheafalloc_nodes"));
     assert!(authorized.topology().is_ok());
     assert!(authorized.purge().is_ok());

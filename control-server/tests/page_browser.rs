@@ -438,7 +438,11 @@ fn the_page_shows_live_caches_and_changes_a_capacity_in_a_real_browser() {
         "not sorted by rate: {rates:?}"
     );
     // Only caches in use, unless asked for all of them.
-    assert!(rows.len() < 97, "{} rows", rows.len());
+    assert!(
+        rows.len() < sheafalloc_core::size_class::NUM_CLASSES,
+        "{} rows",
+        rows.len()
+    );
     let threads = browser.script("return document.getElementById('sum-threads').textContent");
     assert!(threads.as_str().unwrap().contains("live"), "{threads}");
 

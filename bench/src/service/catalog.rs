@@ -51,7 +51,7 @@ pub enum Workload {
 }
 
 /// The churn shapes, with their names.
-const CHURN: [(usize, usize, &str); 10] = [
+const CHURN: [(usize, usize, &str); 11] = [
     (256, 16, "churn-256x16"),
     (256, 64, "churn-256x64"),
     (256, 100, "churn-256x100"),
@@ -60,6 +60,7 @@ const CHURN: [(usize, usize, &str); 10] = [
     (2112, 64, "churn-2112x64"),
     (2112, 100, "churn-2112x100"),
     (2112, 256, "churn-2112x256"),
+    (2048, 64, "churn-2048x64"),
     (4096, 16, "churn-4096x16"),
     (4096, 100, "churn-4096x100"),
 ];
@@ -84,7 +85,7 @@ const ALIASES: [(&str, Workload); 2] = [
 
 impl Workload {
     /// Every workload, in report order.
-    pub const ALL: [Workload; 28] = [
+    pub const ALL: [Workload; 29] = [
         Workload::Handoff1to1,
         Workload::Handoff4to4,
         Workload::Bursty,
@@ -127,6 +128,10 @@ impl Workload {
         Workload::Churn {
             size: 2112,
             burst: 256,
+        },
+        Workload::Churn {
+            size: 2048,
+            burst: 64,
         },
         Workload::Churn {
             size: 4096,
