@@ -52,13 +52,13 @@ pub fn default_sheaf_capacity(class: SizeClass) -> u32 {
 /// counters.
 ///
 /// The tuning word holds the capacity (0: never set, use the default) and
-/// [`PINNED`], set while a capacity set by hand holds (the tuner leaves the
+/// `PINNED`, set while a capacity set by hand holds (the tuner leaves the
 /// cache alone). One word, so that a pin always wins: the tuner changes the
 /// capacity only by a compare-and-swap from the unpinned value its decision
 /// started from ([`apply_decision`]), which fails once a pin has been
 /// stored.
 ///
-/// Invariant: the tuning word's capacity (without [`PINNED`]) is 0 or
+/// Invariant: the tuning word's capacity (without `PINNED`) is 0 or
 /// within `1..=max_sheaf_capacity(class)`.
 ///
 /// The tuning fields sit on a cache line of their own, apart from the

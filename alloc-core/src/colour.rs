@@ -36,8 +36,9 @@
 //! An object of a coloured class is aligned to at most [`COLOUR_STEP`], not
 //! to the largest power of two dividing its size. A layout asking for more
 //! (`#[repr(align(128))]` and up: rare, and never the fast path, which
-//! stops at 16) takes the smallest class that is not coloured and whose
-//! size is a multiple of the alignment ([`crate::size_class`]).
+//! stops at 16) takes the smallest class that is neither coloured nor
+//! padded and whose size is a multiple of the alignment
+//! ([`crate::size_class`]): from 1 KiB to 8 KiB, an aligned twin.
 //!
 //! Only classes whose stride is at most [`COLOURED_MAX_SIZE`] are coloured:
 //! they are the fast path's, whose objects a thread holds many of, and

@@ -5,7 +5,7 @@
 //! its metadata comes straight from the OS (`os`), its locks are futexes
 //! (`sync`). The `sheafalloc` crate puts a [`ThreadCache`] in a thread-local
 //! and implements `GlobalAlloc` on top; the control plane reads [`stats`] and
-//! turns [`cache::set_sheaf_capacity`].
+//! turns [`runtime::set_sheaf_capacity`].
 //!
 //! # Layers (each may use only the ones above it)
 //!

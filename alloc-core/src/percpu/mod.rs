@@ -61,7 +61,7 @@ pub use slow::{alloc_slow, free_slow};
 
 /// One CPU's sheaves.
 ///
-/// Invariants: every slot holds a valid sheaf: [`empty_sheaf`] or a sheaf
+/// Invariants: every slot holds a valid sheaf: `empty_sheaf` or a sheaf
 /// of the slot's class owned by the slot; a main slot's `len` and
 /// `capacity` are its sheaf's (0 and 0 for the empty sheaf; its capacity
 /// is 0 at every instant the slot holds the empty sheaf, even half-way
@@ -73,7 +73,7 @@ pub use slow::{alloc_slow, free_slow};
 /// restartable section running on this CPU that found this cache in the
 /// CPU's table entry, or reached it through the thread's GS base and found
 /// `owner` to be this CPU's (`cs.rs`), or in a drain (`drain.rs`), which
-/// first sets `owner` to [`NO_OWNER`] and puts [`DRAINING`] in that entry.
+/// first sets `owner` to `NO_OWNER` and puts `DRAINING` in that entry.
 #[repr(C, align(64))]
 pub struct CpuCache {
     /// Nonzero in the stand-ins ([`NO_CACHE`], [`DRAINING`]), which the
@@ -281,7 +281,7 @@ unsafe impl Sync for RseqStandIn {}
 
 static NO_RSEQ: RseqStandIn = RseqStandIn(UnsafeCell::new([0, NO_CPU, 0, 0, 0, 0, 0, 0]));
 
-/// The stand-in rseq area (see [`RseqStandIn`]).
+/// The stand-in rseq area (see `RseqStandIn`).
 pub const fn no_rseq() -> *mut u8 {
     UnsafeCell::raw_get(ptr::addr_of!(NO_RSEQ.0)).cast()
 }
