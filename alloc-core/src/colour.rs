@@ -60,13 +60,27 @@ pub const COLOURED_SLAB_BYTES: usize = 64 * 1024;
 /// How many start offsets the slabs of `class` rotate through: 1 (every
 /// slab starts its objects at its base) for a class that is not coloured.
 pub fn colours(class: SizeClass) -> usize {
-    let stride = class.stride();
+    colours_of_stride(class.stride())
+}
+
+/// [`colours`] of a class whose objects lie `stride` bytes apart (a
+/// `const fn`, for the size-class tables).
+pub(crate) const fn colours_of_stride(stride: usize) -> usize {
     if stride > COLOURED_MAX_SIZE {
         return 1;
     }
-    // No division by zero: strides are at least 8.
-    let spare_lines = COLOURED_SLAB_BYTES.checked_rem(stride).unwrap_or(0) / COLOUR_STEP;
-    spare_lines.saturating_add(1).min(MAX_COLOURS)
+    // A stride of 0 has no spare lines (no class has one).
+    let spare_lines = match COLOURED_SLAB_BYTES.checked_rem(stride) {
+        Some(spare) => spare / COLOUR_STEP,
+        None => 0,
+    };
+    // At most 64 KiB / 64: no overflow.
+    let colours = spare_lines.saturating_add(1);
+    if colours < MAX_COLOURS {
+        colours
+    } else {
+        MAX_COLOURS
+    }
 }
 
 /// Whether slabs of `class` start their objects at different offsets.

@@ -145,12 +145,25 @@ const fn is_padded_index(index: usize) -> bool {
     clippy::arithmetic_side_effects,
     reason = "evaluated at compile time (the `CLASS_STRIDES` table): an overflow or a bad index is a build error"
 )]
+const fn stride_of_index(index: usize) -> usize {
+    let pad = if is_padded_index(index) {
+        STRIDE_PAD
+    } else {
+        0
+    };
+    class_size_of(index) + pad
+}
+
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    reason = "evaluated at compile time (the `CLASS_STRIDES` table): an overflow or a bad index is a build error"
+)]
 const fn build_strides() -> [u32; NUM_CLASSES] {
     let mut strides = [0u32; NUM_CLASSES];
     let mut i = 0;
     while i < NUM_CLASSES {
-        let pad = if is_padded_index(i) { STRIDE_PAD } else { 0 };
-        strides[i] = (class_size_of(i) + pad) as u32;
+        strides[i] = stride_of_index(i) as u32;
         i += 1;
     }
     strides
@@ -158,6 +171,45 @@ const fn build_strides() -> [u32; NUM_CLASSES] {
 
 /// Bytes from one object to the next in a slab, for every class.
 static CLASS_STRIDES: [u32; NUM_CLASSES] = build_strides();
+
+/// The alignment every object of the class at `index` has: the largest
+/// power of two dividing its stride (at most the chunk alignment), at most
+/// a cache line if its slabs are coloured.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "evaluated at compile time (the `CLASS_ALIGNMENTS` table): an overflow is a build error"
+)]
+const fn alignment_of_index(index: usize) -> usize {
+    let stride = stride_of_index(index);
+    let mut align = 1usize << stride.trailing_zeros();
+    if align > MAX_CLASS_ALIGN {
+        align = MAX_CLASS_ALIGN;
+    }
+    if crate::colour::colours_of_stride(stride) > 1 && align > crate::colour::COLOUR_STEP {
+        align = crate::colour::COLOUR_STEP;
+    }
+    align
+}
+
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    reason = "evaluated at compile time (the `CLASS_ALIGNMENTS` table): an overflow or a bad index is a build error"
+)]
+const fn build_alignments() -> [u32; NUM_CLASSES] {
+    let mut alignments = [0u32; NUM_CLASSES];
+    let mut i = 0;
+    while i < NUM_CLASSES {
+        alignments[i] = alignment_of_index(i) as u32;
+        i += 1;
+    }
+    alignments
+}
+
+/// [`SizeClass::alignment`] of every class: a table, so that the search
+/// of an over-aligned layout (every `tokio` task, whose cell is aligned
+/// to 128 bytes) reads one entry a class instead of dividing.
+static CLASS_ALIGNMENTS: [u32; NUM_CLASSES] = build_alignments();
 
 // Every twin is a padded graded size, so it has a graded class to be the
 // twin of.
@@ -417,13 +469,11 @@ impl SizeClass {
     /// Alignment every object of this class has: the largest power of two
     /// dividing its stride, at most a cache line if its slabs are coloured
     /// (see [`crate::colour`]).
+    #[inline]
     pub fn alignment(self) -> usize {
-        let natural = (1usize << self.stride().trailing_zeros()).min(MAX_CLASS_ALIGN);
-        if crate::colour::is_coloured(self) {
-            natural.min(crate::colour::COLOUR_STEP)
-        } else {
-            natural
-        }
+        // SAFETY: `get_unchecked` needs an in-bounds index: `self.index() <
+        // NUM_CLASSES` (SizeClass invariant), the table's length.
+        (unsafe { *CLASS_ALIGNMENTS.get_unchecked(self.index()) }) as usize
     }
 
     /// The class whose name is `name` (`"size-256"`, `"aligned-4096"`),
@@ -694,6 +744,15 @@ mod tests {
     #[test]
     fn every_class_is_aligned_as_claimed_and_spans_are_page_multiples() {
         for class in SizeClass::all() {
+            // The table is the formula: the stride's largest power of two,
+            // at most a line where the slabs are coloured.
+            let natural = (1usize << class.stride().trailing_zeros()).min(MAX_CLASS_ALIGN);
+            let expected = if crate::colour::is_coloured(class) {
+                natural.min(crate::colour::COLOUR_STEP)
+            } else {
+                natural
+            };
+            assert_eq!(class.alignment(), expected, "{}", class.name());
             let size = class.object_size();
             assert_eq!(size % class.alignment(), 0);
             assert_eq!(class.stride() % class.alignment(), 0);
