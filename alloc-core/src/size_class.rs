@@ -114,24 +114,30 @@ const fn class_size_of(index: usize) -> usize {
     }
 }
 
-#[allow(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    reason = "evaluated at compile time (the `CLASS_SIZES` table): an overflow or a bad index is a build error"
-)]
-const fn build_sizes() -> [u32; NUM_CLASSES] {
-    let mut sizes = [0u32; NUM_CLASSES];
-    let mut i = 0;
-    while i < NUM_CLASSES {
-        sizes[i] = class_size_of(i) as u32;
-        i += 1;
-    }
-    sizes
+/// A per-class table built at compile time: entry `i` is `$entry(i)`.
+macro_rules! class_table {
+    ($entry:ident) => {{
+        #[allow(
+            clippy::indexing_slicing,
+            clippy::arithmetic_side_effects,
+            reason = "evaluated at compile time: an overflow or a bad index is a build error"
+        )]
+        const fn build() -> [u32; NUM_CLASSES] {
+            let mut table = [0u32; NUM_CLASSES];
+            let mut i = 0;
+            while i < NUM_CLASSES {
+                table[i] = $entry(i) as u32;
+                i += 1;
+            }
+            table
+        }
+        build()
+    }};
 }
 
 /// Object size of every class: the graded classes ascending, then the
 /// twins.
-static CLASS_SIZES: [u32; NUM_CLASSES] = build_sizes();
+static CLASS_SIZES: [u32; NUM_CLASSES] = class_table!(class_size_of);
 
 /// Whether the class at `index` has a padded stride: a graded class whose
 /// size is a multiple of 1 KiB up to [`PADDED_MAX_SIZE`].
@@ -141,9 +147,8 @@ const fn is_padded_index(index: usize) -> bool {
 }
 
 #[allow(
-    clippy::indexing_slicing,
     clippy::arithmetic_side_effects,
-    reason = "evaluated at compile time (the `CLASS_STRIDES` table): an overflow or a bad index is a build error"
+    reason = "evaluated at compile time (the `CLASS_STRIDES` table): an overflow is a build error"
 )]
 const fn stride_of_index(index: usize) -> usize {
     let pad = if is_padded_index(index) {
@@ -154,23 +159,8 @@ const fn stride_of_index(index: usize) -> usize {
     class_size_of(index) + pad
 }
 
-#[allow(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    reason = "evaluated at compile time (the `CLASS_STRIDES` table): an overflow or a bad index is a build error"
-)]
-const fn build_strides() -> [u32; NUM_CLASSES] {
-    let mut strides = [0u32; NUM_CLASSES];
-    let mut i = 0;
-    while i < NUM_CLASSES {
-        strides[i] = stride_of_index(i) as u32;
-        i += 1;
-    }
-    strides
-}
-
 /// Bytes from one object to the next in a slab, for every class.
-static CLASS_STRIDES: [u32; NUM_CLASSES] = build_strides();
+static CLASS_STRIDES: [u32; NUM_CLASSES] = class_table!(stride_of_index);
 
 /// The alignment every object of the class at `index` has: the largest
 /// power of two dividing its stride (at most the chunk alignment), at most
@@ -191,25 +181,10 @@ const fn alignment_of_index(index: usize) -> usize {
     align
 }
 
-#[allow(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    reason = "evaluated at compile time (the `CLASS_ALIGNMENTS` table): an overflow or a bad index is a build error"
-)]
-const fn build_alignments() -> [u32; NUM_CLASSES] {
-    let mut alignments = [0u32; NUM_CLASSES];
-    let mut i = 0;
-    while i < NUM_CLASSES {
-        alignments[i] = alignment_of_index(i) as u32;
-        i += 1;
-    }
-    alignments
-}
-
 /// [`SizeClass::alignment`] of every class: a table, so that the search
 /// of an over-aligned layout (every `tokio` task, whose cell is aligned
 /// to 128 bytes) reads one entry a class instead of dividing.
-static CLASS_ALIGNMENTS: [u32; NUM_CLASSES] = build_alignments();
+static CLASS_ALIGNMENTS: [u32; NUM_CLASSES] = class_table!(alignment_of_index);
 
 // Every twin is a padded graded size, so it has a graded class to be the
 // twin of.
