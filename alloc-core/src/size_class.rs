@@ -114,19 +114,20 @@ const fn class_size_of(index: usize) -> usize {
     }
 }
 
-/// A per-class table built at compile time: entry `i` is `$entry(i)`.
-macro_rules! class_table {
-    ($entry:ident) => {{
+/// A table built at compile time: `[$ty; $len]` whose entry `i` is
+/// `$entry(i)` (the per-class tables and the lookup table).
+macro_rules! const_table {
+    ($ty:ty, $len:expr, $entry:ident) => {{
         #[allow(
             clippy::indexing_slicing,
             clippy::arithmetic_side_effects,
             reason = "evaluated at compile time: an overflow or a bad index is a build error"
         )]
-        const fn build() -> [u32; NUM_CLASSES] {
-            let mut table = [0u32; NUM_CLASSES];
+        const fn build() -> [$ty; $len] {
+            let mut table = [0; $len];
             let mut i = 0;
-            while i < NUM_CLASSES {
-                table[i] = $entry(i) as u32;
+            while i < $len {
+                table[i] = $entry(i) as $ty;
                 i += 1;
             }
             table
@@ -137,7 +138,7 @@ macro_rules! class_table {
 
 /// Object size of every class: the graded classes ascending, then the
 /// twins.
-static CLASS_SIZES: [u32; NUM_CLASSES] = class_table!(class_size_of);
+static CLASS_SIZES: [u32; NUM_CLASSES] = const_table!(u32, NUM_CLASSES, class_size_of);
 
 /// Whether the class at `index` has a padded stride: a graded class whose
 /// size is a multiple of 1 KiB up to [`PADDED_MAX_SIZE`].
@@ -160,7 +161,7 @@ const fn stride_of_index(index: usize) -> usize {
 }
 
 /// Bytes from one object to the next in a slab, for every class.
-static CLASS_STRIDES: [u32; NUM_CLASSES] = class_table!(stride_of_index);
+static CLASS_STRIDES: [u32; NUM_CLASSES] = const_table!(u32, NUM_CLASSES, stride_of_index);
 
 /// The alignment every object of the class at `index` has: the largest
 /// power of two dividing its stride (at most the chunk alignment), at most
@@ -184,7 +185,7 @@ const fn alignment_of_index(index: usize) -> usize {
 /// [`SizeClass::alignment`] of every class: a table, so that the search
 /// of an over-aligned layout (every `tokio` task, whose cell is aligned
 /// to 128 bytes) reads one entry a class instead of dividing.
-static CLASS_ALIGNMENTS: [u32; NUM_CLASSES] = class_table!(alignment_of_index);
+static CLASS_ALIGNMENTS: [u32; NUM_CLASSES] = const_table!(u32, NUM_CLASSES, alignment_of_index);
 
 // Every twin is a padded graded size, so it has a graded class to be the
 // twin of.
@@ -234,26 +235,21 @@ const fn class_index_of_size(size: usize) -> usize {
 
 const LOOKUP_LEN: usize = SMALL_LOOKUP_MAX / 8 + 1;
 
+/// The lookup table's entry `i`: the record offset of the class of size
+/// `8 * i`.
 #[allow(
-    clippy::indexing_slicing,
     clippy::arithmetic_side_effects,
-    reason = "evaluated at compile time (the `SMALL_LOOKUP` table): an overflow or a bad index is a build error"
+    reason = "evaluated at compile time (the `SMALL_LOOKUP` table): an overflow is a build error"
 )]
-const fn build_lookup() -> [u16; LOOKUP_LEN] {
-    let mut table = [0u16; LOOKUP_LEN];
-    let mut i = 0;
-    while i < LOOKUP_LEN {
-        table[i] = (class_index_of_size(i * 8) * RECORD_STRIDE) as u16;
-        i += 1;
-    }
-    table
+const fn lookup_entry(i: usize) -> usize {
+    class_index_of_size(i * 8) * RECORD_STRIDE
 }
 
 /// Class of every size `s <= SMALL_LOOKUP_MAX` (as [`SizeClass`] keeps it:
 /// the record offset), indexed by `(s + 7) / 8`. Rounding `s` up to a
 /// multiple of 8 never changes its class: every class size is a multiple
 /// of 8. 2 KiB; only the entries a program uses are ever in cache.
-static SMALL_LOOKUP: [u16; LOOKUP_LEN] = build_lookup();
+static SMALL_LOOKUP: [u16; LOOKUP_LEN] = const_table!(u16, LOOKUP_LEN, lookup_entry);
 
 impl SizeClass {
     /// The smallest class (8-byte objects).
