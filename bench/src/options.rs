@@ -34,7 +34,7 @@ usage:
       trip is above NS; the tuning and modes sweeps take the same flags
   sheafalloc-bench tuning [--rounds N] [--warmup S] [--seconds S] [--only W,...]
       the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
-      the default capacities, and at fixed capacities 16..256 for every
+      the default capacities, and at fixed capacities 16..1024 for every
       class below 4 KiB; configurations interleaved and rotated each round
       (default 3 rounds, 8 s warm-up, 2 s measured); writes
       bench/results/tuning.jsonl and tuning.md
