@@ -350,15 +350,33 @@ pub fn node_class(node: NodeId, class: SizeClass) -> &'static NodeClass {
 pub struct ClassDepot {
     class: SizeClass,
     cache: &'static Cache,
+    /// The barn lane its sheaves go to and come from: that of the CPU
+    /// the calling thread runs on at each exchange (`None`), or a given
+    /// CPU's ([`ClassDepot::for_cpu`]).
+    lane: Option<Lane>,
 }
 
 impl ClassDepot {
-    /// The depot of `class`.
+    /// The depot of `class`, for the calling thread's own sheaves: each
+    /// exchange uses the lane of the CPU the thread is on.
     #[inline]
     pub fn of(class: SizeClass) -> Self {
         Self {
             class,
             cache: cache(class),
+            lane: None,
+        }
+    }
+
+    /// The depot of `class` for the sheaves of CPU `cpu`, whichever CPU
+    /// calls: a drain of another CPU's cache puts that CPU's sheaves on
+    /// its lane, where it looks first, not on the drainer's (where it
+    /// could take them back only as another lane's surplus).
+    #[inline]
+    pub fn for_cpu(class: SizeClass, cpu: u32) -> Self {
+        Self {
+            lane: Some(Lane::of_cpu(cpu)),
+            ..Self::of(class)
         }
     }
 }
@@ -379,7 +397,7 @@ unsafe impl Depot for ClassDepot {
 
     #[inline]
     fn lane(&self) -> Lane {
-        Lane::current()
+        self.lane.unwrap_or_else(Lane::current)
     }
 
     fn refill(&self, node: NodeId, out: &mut [*mut u8]) -> usize {

@@ -27,16 +27,6 @@ extern "C" fn on_signal(_: libc::c_int) {
     SIGNALS.fetch_add(1, Ordering::Relaxed);
 }
 
-fn expected_mode() -> sheafalloc::CacheMode {
-    let off = std::env::var("SHEAFALLOC_PERCPU").is_ok_and(|v| v == "off");
-    let no_rseq = std::env::var("GLIBC_TUNABLES").is_ok_and(|v| v.contains("glibc.pthread.rseq=0"));
-    if off || no_rseq {
-        sheafalloc::CacheMode::PerThread
-    } else {
-        sheafalloc::CacheMode::PerCpu
-    }
-}
-
 /// A packet-sized object with a pattern of its address, size and a
 /// generation.
 struct Tagged(Box<[u8]>, u64);
@@ -181,7 +171,7 @@ fn main() {
     drop(Box::new(1u8));
     assert_eq!(
         sheafalloc::cache_mode(),
-        expected_mode(),
+        common::expected_mode(),
         "{:?}",
         sheafalloc::cache_mode_reason()
     );

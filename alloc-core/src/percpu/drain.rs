@@ -15,7 +15,8 @@
 //!    length and capacity from its slot into its header, and leave the
 //!    empty sheaf in every slot.
 //! 4. Give the cache its `owner` back and put it back in the entry; send
-//!    the sheaves away through the exchange protocol (main and spare to
+//!    the sheaves away through the exchange protocol, on the CPU's lane
+//!    (not the drainer's: see `ClassDepot::for_cpu`) (main and spare to
 //!    the CPU's node, remote batches home).
 
 use core::ptr::NonNull;
@@ -131,7 +132,8 @@ fn drain_cache(
     cache.owner.store(super::owner_of(cpu), Ordering::Release);
     entry.store(own, Ordering::Release);
     for (class, sheaves) in SizeClass::all().zip(detached) {
-        let depot = ClassDepot::of(class);
+        // The drained CPU's lane: its sheaves wait there for it.
+        let depot = ClassDepot::for_cpu(class, cpu);
         let [main, spare, remote] = sheaves;
         for sheaf in [main, spare] {
             if sheaf != empty_sheaf() {

@@ -115,3 +115,17 @@ pub fn pin_to_cpu(cpu: usize) {
         );
     }
 }
+
+/// The cache mode the environment asks for: per-thread where rseq is off
+/// (`GLIBC_TUNABLES=glibc.pthread.rseq=0`, as CI's second run of the
+/// tests) or per-CPU sheaves are turned off (`SHEAFALLOC_PERCPU=off`),
+/// else per-CPU (this machine's kernel and glibc have rseq).
+pub fn expected_mode() -> sheafalloc::CacheMode {
+    let off = std::env::var("SHEAFALLOC_PERCPU").is_ok_and(|v| v == "off");
+    let no_rseq = std::env::var("GLIBC_TUNABLES").is_ok_and(|v| v.contains("glibc.pthread.rseq=0"));
+    if off || no_rseq {
+        sheafalloc::CacheMode::PerThread
+    } else {
+        sheafalloc::CacheMode::PerCpu
+    }
+}
