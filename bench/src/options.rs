@@ -36,8 +36,10 @@ usage:
       the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
       the default capacities, and at fixed capacities 16..1024 for every
       class below 4 KiB; configurations interleaved and rotated each round
-      (default 3 rounds, 8 s warm-up, 2 s measured); writes
-      bench/results/tuning.jsonl and tuning.md
+      (default 3 rounds, 8 s warm-up, 2 s measured); --fixed-warmup S
+      gives the configurations with the tuner off (nothing to settle)
+      a warm-up of their own; writes bench/results/tuning.jsonl and
+      tuning.md
   sheafalloc-bench modes [--rounds N] [--warmup S] [--seconds S] [--only W,...]
       wl-sheafalloc with per-CPU sheaves (as shipped) against per-thread
       sheaves (SHEAFALLOC_PERCPU=off), interleaved and rotated each round;
@@ -160,6 +162,9 @@ pub struct SweepOptions {
     pub rounds: usize,
     /// Warm-up seconds of every run (the tuner settles meanwhile).
     pub warmup: f64,
+    /// Warm-up seconds of a configuration with the tuner off, which has
+    /// nothing to settle but a steady state (`None`: `warmup`).
+    pub fixed_warmup: Option<f64>,
     /// Measured seconds of every run.
     pub seconds: f64,
     /// The workloads (`None`: the default set).
@@ -176,6 +181,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         // The tuner needs time to settle; the modes only a steady state.
         warmup: if modes { 2.0 } else { 8.0 },
         seconds: 2.0,
+        fixed_warmup: None,
         only: None,
         replay: None,
         gate: None,
@@ -191,6 +197,9 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
             "--rounds" => options.rounds = parse_rounds(args.next())?,
             "--warmup" => options.warmup = parse_seconds("--warmup", args.next())?,
             "--seconds" => options.seconds = parse_seconds("--seconds", args.next())?.max(0.1),
+            "--fixed-warmup" => {
+                options.fixed_warmup = Some(parse_seconds("--fixed-warmup", args.next())?);
+            }
             "--only" => {
                 let value = args.next().ok_or("--only needs workload names")?;
                 let workloads = value
@@ -505,6 +514,12 @@ mod tests {
             panic!("tuning parses");
         };
         assert_eq!((tuning.rounds, tuning.warmup, tuning.only), (2, 8.0, None));
+        assert_eq!(tuning.fixed_warmup, None);
+        let Ok(Command::Tuning(tuning)) = parse(&args(&["tuning", "--fixed-warmup", "3"])) else {
+            panic!("tuning parses with --fixed-warmup");
+        };
+        assert_eq!((tuning.warmup, tuning.fixed_warmup), (8.0, Some(3.0)));
+        assert!(parse(&args(&["tuning", "--fixed-warmup"])).is_err());
         assert!(parse(&args(&["modes", "--only", "nonesuch"])).is_err());
     }
 

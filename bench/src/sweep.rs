@@ -39,6 +39,22 @@ impl Config {
                 .collect(),
         }
     }
+
+    /// Whether the configuration turns the auto-tuner off: its capacities
+    /// do not move, and its warm-up needs only a steady state.
+    pub fn tuner_off(&self) -> bool {
+        self.env
+            .iter()
+            .any(|(key, value)| key == "SHEAFALLOC_AUTOTUNE" && value == "off")
+    }
+
+    /// The warm-up seconds of this configuration's runs.
+    pub fn warmup(&self, options: &SweepOptions) -> f64 {
+        match options.fixed_warmup {
+            Some(fixed) if self.tuner_off() => fixed,
+            _ => options.warmup,
+        }
+    }
 }
 
 /// One run's result.
@@ -252,8 +268,11 @@ pub fn run(
             )
         },
     );
+    let fixed_warmup = options
+        .fixed_warmup
+        .map_or_else(String::new, |s| format!(" --fixed-warmup {s}"));
     let provenance = format!(
-        "`sheafalloc-bench {name} --rounds {} --warmup {} --seconds {}{only}{gate_flags}`; commit {commit}; {}{gate_words}",
+        "`sheafalloc-bench {name} --rounds {} --warmup {}{fixed_warmup} --seconds {}{only}{gate_flags}`; commit {commit}; {}{gate_words}",
         options.rounds,
         options.warmup,
         options.seconds,
@@ -274,18 +293,19 @@ pub fn run(
             for slot in 0..configs.len() {
                 let c = (slot + round) % configs.len();
                 let config = &configs[c];
+                let warmup = config.warmup(options);
                 let invocation = spawn::Invocation {
                     binary: &binary,
                     args: vec![
                         workload.name().to_owned(),
                         "--warmup".into(),
-                        options.warmup.to_string(),
+                        warmup.to_string(),
                         "--seconds".into(),
                         options.seconds.to_string(),
                     ],
                     numa_nodes: None,
                     env: config.env.clone(),
-                    limit: Duration::from_secs_f64(options.warmup + options.seconds + 60.0),
+                    limit: Duration::from_secs_f64(warmup + options.seconds + 60.0),
                 };
                 let outcome = match options.gate {
                     Some(gate) if workload.cross_thread() => {
@@ -477,6 +497,34 @@ mod tests {
             stem: "test".into(),
             report_path: PathBuf::from("test.md"),
         }
+    }
+
+    #[test]
+    fn only_configurations_with_the_tuner_off_take_the_fixed_warm_up() {
+        let auto = Config::new("auto", &[]);
+        let fixed = Config::new(
+            "fixed-64",
+            &[
+                ("SHEAFALLOC_AUTOTUNE", "off"),
+                ("SHEAFALLOC_CAPACITY", "size-8=64"),
+            ],
+        );
+        let mut options = SweepOptions {
+            rounds: 1,
+            warmup: 12.0,
+            fixed_warmup: None,
+            seconds: 2.0,
+            only: None,
+            replay: None,
+            gate: None,
+        };
+        assert_eq!(
+            (auto.warmup(&options), fixed.warmup(&options)),
+            (12.0, 12.0)
+        );
+        options.fixed_warmup = Some(3.0);
+        assert_eq!((auto.warmup(&options), fixed.warmup(&options)), (12.0, 3.0));
+        assert!(!Config::new("on", &[("SHEAFALLOC_AUTOTUNE", "on")]).tuner_off());
     }
 
     #[test]
