@@ -21,10 +21,18 @@
 //!
 //! The models, and what each proves for every interleaving it explores:
 //!
-//! * `barn_exchange` — two threads of one node allocate and free more than
-//!   their sheaves hold, so they trade at the barn in both directions and
-//!   hit its limits, then exit (`give_back`). No object is lost or
-//!   duplicated, and the barn's invariants hold at the end.
+//! * `barn_exchange` — two threads of one node, on two CPU lanes, allocate
+//!   and free more than their sheaves hold, so they trade at the barn in
+//!   both directions and hit its limits, then exit (`give_back`). No
+//!   object is lost or duplicated, and the barn's invariants hold at the
+//!   end.
+//! * `lane_handoff` — a producer on one lane hands objects to a consumer
+//!   on another, whose frees fill sheaves that go to the barn on its lane,
+//!   while the producer allocates again: it takes the consumer's full
+//!   sheaf as another lane's surplus (under loom any depth is a surplus)
+//!   or refills from the slabs. No object is lost or duplicated, and some
+//!   interleaving does take the other lane's sheaf (the model checks it
+//!   reaches that path).
 //! * `alien_free_handoff` — a thread of node A frees objects whose home is
 //!   node B, then node C (batched per home; a full batch handed over to the
 //!   home barn, a partial one flushed when another node's object arrives
@@ -42,6 +50,7 @@
 //! overrides each model's preemption bound.
 #![cfg(loom)]
 
+use std::cell::Cell;
 use std::ptr;
 
 use loom::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -94,6 +103,12 @@ fn objects_of(home: NodeId, count: usize) -> Vec<usize> {
 
 fn home_of(object: usize) -> NodeId {
     node(object >> 20)
+}
+
+loom::thread_local! {
+    /// The model thread's CPU lane (set by [`as_thread`]): what the
+    /// engine's depot reads from the CPU the thread runs on.
+    static LANE: Cell<Lane> = Cell::new(Lane::ZERO);
 }
 
 /// Where the depot's capacity comes from.
@@ -153,7 +168,7 @@ unsafe impl Depot for ModelDepot {
     }
 
     fn lane(&self) -> Lane {
-        Lane::ZERO
+        LANE.with(Cell::get)
     }
 
     fn refill(&self, node: NodeId, out: &mut [*mut u8]) -> usize {
@@ -240,8 +255,15 @@ impl<'a> Thread<'a> {
     }
 }
 
-/// Runs `body` as a model thread of `node` with fresh slots.
-fn as_thread<R>(depot: &ModelDepot, node: NodeId, body: impl FnOnce(&Thread<'_>) -> R) -> R {
+/// Runs `body` as a model thread of `node` on CPU `cpu`'s lane with fresh
+/// slots.
+fn as_thread<R>(
+    depot: &ModelDepot,
+    node: NodeId,
+    cpu: u32,
+    body: impl FnOnce(&Thread<'_>) -> R,
+) -> R {
+    LANE.with(|lane| lane.set(Lane::of_cpu(cpu)));
     let (hot, cold) = (HotSlot::new(), ColdSlot::new());
     let thread = Thread {
         depot,
@@ -274,10 +296,10 @@ fn barn_exchange() {
         // them (main and spare fill, a full sheaf goes to the barn or the
         // slabs), and allocates again (taking full sheaves back).
         let workers: Vec<_> = (0..2)
-            .map(|_| {
+            .map(|cpu| {
                 let depot = Arc::clone(&depot);
                 thread::spawn(move || {
-                    as_thread(&depot, a, |t| {
+                    as_thread(&depot, a, cpu, |t| {
                         let held: Vec<usize> = (0..6).map(|_| t.alloc()).collect();
                         for &object in &held {
                             t.free(object);
@@ -294,6 +316,52 @@ fn barn_exchange() {
         found.extend(depot.collect(a));
         assert_exactly_once(found, everything);
     });
+}
+
+#[test]
+fn lane_handoff() {
+    /// Executions in which the producer took the consumer's full sheaf.
+    static STOLEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    check("lane_handoff", 3, || {
+        let a = node(0);
+        let everything = objects_of(a, 16);
+        let depot = Arc::new(ModelDepot::new(
+            Capacity::Fixed(SHEAF_CAPACITY_MAX),
+            [everything.clone(), Vec::new(), Vec::new()],
+        ));
+        // A producer on CPU 0 allocates 12 objects and hands them to a
+        // consumer on CPU 1, which frees them all: its two sheaves fill
+        // and full sheaves go to the barn on lane 1. Meanwhile the
+        // producer allocates 4 more: from lane 1's full sheaf (another
+        // lane's surplus) if it is there yet, else from the slabs.
+        let more = as_thread(&depot, a, 0, |producer| {
+            let handed: Vec<usize> = (0..12).map(|_| producer.alloc()).collect();
+            let consumer = {
+                let depot = Arc::clone(&depot);
+                thread::spawn(move || {
+                    as_thread(&depot, a, 1, |consumer| {
+                        for object in handed {
+                            consumer.free(object);
+                        }
+                    })
+                })
+            };
+            let more: Vec<usize> = (0..4).map(|_| producer.alloc()).collect();
+            consumer.join().expect("the consumer");
+            more
+        });
+        let mut found = more;
+        found.extend(depot.collect(a));
+        assert_exactly_once(found, everything);
+        if depot.counters.barn_lane_steals.load(Relaxed) > 0 {
+            STOLEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    // Some interleaving reaches the other lane's sheaves, not only its own.
+    assert!(
+        STOLEN.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "no execution took a full sheaf from the other lane"
+    );
 }
 
 #[test]
@@ -315,7 +383,7 @@ fn alien_free_handoff() {
             let depot = Arc::clone(&depot);
             let objects: Vec<usize> = for_b.iter().chain(&for_c).copied().collect();
             thread::spawn(move || {
-                as_thread(&depot, a, |t| {
+                as_thread(&depot, a, 0, |t| {
                     for object in objects {
                         t.free(object);
                     }
@@ -323,7 +391,7 @@ fn alien_free_handoff() {
             })
         };
         // Only objects whose home is B may come out on B (`alloc` checks).
-        let taken: Vec<usize> = as_thread(&depot, b, |t| (0..2).map(|_| t.alloc()).collect());
+        let taken: Vec<usize> = as_thread(&depot, b, 1, |t| (0..2).map(|_| t.alloc()).collect());
         freer.join().expect("the freeing thread");
         let mut found_b = taken;
         found_b.extend(depot.collect(b));

@@ -1,5 +1,5 @@
-//! Emptying another CPU's sheaves: for `purge`, the slab decay's idle
-//! check, a lower capacity (the API or the auto-tuner), and a CPU the
+//! Emptying another CPU's sheaves: for `purge` and `flush_thread_cache`,
+//! a capacity set by hand or lowered by the auto-tuner, and a CPU the
 //! topology moved to another node.
 //!
 //! 1. Swap the CPU's table entry from its cache to the `DRAINING` stand-in
@@ -15,9 +15,9 @@
 //!    length and capacity from its slot into its header, and leave the
 //!    empty sheaf in every slot.
 //! 4. Give the cache its `owner` back and put it back in the entry; send
-//!    the sheaves away through the exchange protocol, on the CPU's lane
-//!    (not the drainer's: see `ClassDepot::for_cpu`) (main and spare to
-//!    the CPU's node, remote batches home).
+//!    the sheaves away through the exchange protocol: main and spare to
+//!    the CPU's node, remote batches home, all on the CPU's lane, not the
+//!    drainer's (`ClassDepot::for_cpu`).
 
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
