@@ -32,7 +32,8 @@ usage:
       waits (at most S seconds, default 120) for a core-to-core round trip
       of at most NS, and is rerun (3 runs at most) while its own round
       trip is above NS; the tuning and modes sweeps take the same flags
-  sheafalloc-bench tuning [--rounds N] [--warmup S] [--seconds S] [--only W,...]
+  sheafalloc-bench tuning [--rounds N] [--warmup S] [--fixed-warmup S] [--seconds S]
+          [--only W,...]
       the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
       the default capacities, and at fixed capacities 16..1024 for every
       class below 4 KiB; configurations interleaved and rotated each round
