@@ -67,38 +67,17 @@ fn over_aligned_requests_in_coloured_classes_keep_their_alignment() {
     // alignment from a line to a page, many at a time so that they span
     // several slabs and colours; every block is aligned, filled and
     // checked before it is freed.
-    use std::alloc::{alloc, dealloc, Layout};
     for size in [1100, 1500, 2112, 3000, 4096, 7000, 8192] {
         for align in [16, 32, 64, 128, 256, 512, 4096] {
-            let layout = Layout::from_size_align(size, align).unwrap();
-            let blocks: Vec<*mut u8> = (0..80)
-                .map(|i| {
-                    // SAFETY: a non-zero size.
-                    let block = unsafe { alloc(layout) };
-                    assert!(!block.is_null());
-                    assert_eq!(block as usize % align, 0, "size {size} align {align}");
-                    // SAFETY: a fresh block of `size` bytes.
-                    unsafe { block.write_bytes(i as u8, size) };
-                    block
-                })
-                .collect();
-            for (i, &block) in blocks.iter().enumerate() {
-                // SAFETY: filled above, still live.
-                let bytes = unsafe { std::slice::from_raw_parts(block, size) };
-                assert!(
-                    bytes.iter().all(|&b| b == i as u8),
-                    "size {size} align {align}"
-                );
-                // SAFETY: allocated above with `layout`, freed once.
-                unsafe { dealloc(block, layout) };
-            }
+            let layout = std::alloc::Layout::from_size_align(size, align).unwrap();
+            check_and_free(layout, fill_blocks(layout, 80));
         }
     }
 }
 
 #[test]
 fn buffers_of_1_to_8_kib_start_on_many_cache_sets_and_page_aligned_ones_on_pages() {
-    use std::alloc::{alloc, dealloc, Layout};
+    use std::alloc::Layout;
     use std::collections::HashSet;
     // A burst of 64 buffers of a padded class: their first lines fall in
     // many of the L1's 64 sets. (With strides of exactly 1, 2 and 4 KiB,
@@ -121,31 +100,32 @@ fn buffers_of_1_to_8_kib_start_on_many_cache_sets_and_page_aligned_ones_on_pages
         assert!(during.allocations >= before.allocations + 40, "{name}");
         check_and_free(layout, blocks);
     }
+}
 
-    /// `n` blocks of `layout`, block `i` filled with the byte `i`.
-    fn fill_blocks(layout: Layout, n: usize) -> Vec<*mut u8> {
-        (0..n)
-            .map(|i| {
-                // SAFETY: a non-zero size.
-                let block = unsafe { alloc(layout) };
-                assert!(!block.is_null());
-                assert_eq!(block as usize % layout.align(), 0);
-                // SAFETY: a fresh block of `layout.size()` bytes.
-                unsafe { block.write_bytes(i as u8, layout.size()) };
-                block
-            })
-            .collect()
-    }
+/// `n` blocks of `layout`, each checked for null and alignment, block `i`
+/// filled with the byte `i`.
+fn fill_blocks(layout: std::alloc::Layout, n: usize) -> Vec<*mut u8> {
+    (0..n)
+        .map(|i| {
+            // SAFETY: a non-zero size.
+            let block = unsafe { std::alloc::alloc(layout) };
+            assert!(!block.is_null());
+            assert_eq!(block as usize % layout.align(), 0, "{layout:?}");
+            // SAFETY: a fresh block of `layout.size()` bytes.
+            unsafe { block.write_bytes(i as u8, layout.size()) };
+            block
+        })
+        .collect()
+}
 
-    /// Checks that block `i` still holds the byte `i`, then frees it.
-    fn check_and_free(layout: Layout, blocks: Vec<*mut u8>) {
-        for (i, block) in blocks.into_iter().enumerate() {
-            // SAFETY: filled by `fill_blocks`, still live.
-            let bytes = unsafe { std::slice::from_raw_parts(block, layout.size()) };
-            assert!(bytes.iter().all(|&b| b == i as u8), "{layout:?}");
-            // SAFETY: allocated with `layout`, freed once.
-            unsafe { dealloc(block, layout) };
-        }
+/// Checks that block `i` still holds the byte `i`, then frees it.
+fn check_and_free(layout: std::alloc::Layout, blocks: Vec<*mut u8>) {
+    for (i, block) in blocks.into_iter().enumerate() {
+        // SAFETY: filled by `fill_blocks`, still live.
+        let bytes = unsafe { std::slice::from_raw_parts(block, layout.size()) };
+        assert!(bytes.iter().all(|&b| b == i as u8), "{layout:?}");
+        // SAFETY: allocated with `layout`, freed once.
+        unsafe { std::alloc::dealloc(block, layout) };
     }
 }
 
