@@ -297,7 +297,7 @@ stat_table! {
     counters CacheCounters;
     events {
         spare_swaps => "spare_swaps_total",
-            "Main and spare sheaves swapped (main empty on alloc, full on free).";
+            "Main and spare sheaves swapped (main empty on alloc, full on free; a free right after an allocation's swap splits main with the spare instead, counted here too).";
         barn_get_hits => "barn_get_hits_total",
             "Full sheaves taken from a barn.";
         barn_get_misses => "barn_get_misses_total",

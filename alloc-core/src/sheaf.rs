@@ -197,6 +197,24 @@ impl Sheaf {
         true
     }
 
+    /// Moves the top `count` held objects (the most recently pushed, in
+    /// their order) onto `to`, as many as `to` has room for; returns how
+    /// many moved. `to` must hold objects of the same class and home.
+    pub fn move_top_to(&mut self, to: &mut Sheaf, count: u32) -> u32 {
+        let room = to.free_storage();
+        let moved = count.min(self.len).min(room.len() as u32);
+        let from = self.len.wrapping_sub(moved) as usize;
+        // `from..len` are held objects (`moved <= len`), and `room` has at
+        // least `moved` entries.
+        let top = self.held().get(from..).unwrap_or(&[]);
+        for (slot, &object) in room.iter_mut().zip(top) {
+            *slot = object;
+        }
+        to.len = to.len.wrapping_add(moved);
+        self.len = from as u32;
+        moved
+    }
+
     /// Pops an object, if any.
     pub fn pop(&mut self) -> Option<*mut u8> {
         let object = *self.held().last()?;
@@ -407,6 +425,37 @@ pub static SHEAF_POOL: SheafPool = SheafPool::new();
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn move_top_to_moves_the_most_recent_objects_in_order_up_to_the_room() {
+        let pool = SheafPool::new();
+        let class = SizeClass::FIRST;
+        let mut from = pool.take(class, NodeId::ZERO, 16).unwrap();
+        let mut to = pool.take(class, NodeId::ZERO, 16).unwrap();
+        // SAFETY: both taken above: ours, and not aliased.
+        let (from, to) = unsafe { (from.as_mut(), to.as_mut()) };
+        // Stand-ins for objects: distinct, non-null, never dereferenced.
+        let object = |i: usize| (0x1000 + 64 * i) as *mut u8;
+        for i in 0..10 {
+            assert!(from.push(object(i)));
+        }
+        assert!(to.push(object(100)));
+
+        assert_eq!(from.move_top_to(to, 4), 4);
+        assert_eq!(from.held(), (0..6).map(object).collect::<Vec<_>>());
+        let mut expected = vec![object(100)];
+        expected.extend((6..10).map(object));
+        assert_eq!(to.held(), expected);
+
+        // Bounded by what `from` holds, then by the room `to` has left.
+        to.resize(7, |above| assert!(above.is_empty()));
+        assert_eq!(from.move_top_to(to, 100), 2);
+        assert_eq!((from.len, to.len), (4, 7));
+        assert_eq!(to.held()[5..], [object(4), object(5)]);
+        from.check_invariants();
+        to.check_invariants();
+        assert_eq!(to.move_top_to(from, 0), 0);
+    }
 
     #[test]
     fn storage_comes_in_powers_of_two_and_each_size_is_reused_for_its_own() {

@@ -409,8 +409,8 @@ pub unsafe fn push_batch(
 /// Swaps main and spare of the class whose record is at `record`, on
 /// the current CPU's cache, if the cache is not stopped, the spare has
 /// `capacity` (the cache's: a spare of another capacity goes through the
-/// slow path, which resizes it) and the spare `has` what the caller needs;
-/// true if it did.
+/// slow path, which resizes it) and the spare `has` what the caller needs
+/// (objects for an allocation, room for a free); true if it did.
 ///
 /// One section, whose commit is one 32-byte store of the class's slots:
 /// the spare, with its header's length and capacity, becomes main; main
@@ -432,9 +432,10 @@ pub unsafe fn swap_spare(
     capacity: u32,
     has: SpareHas,
 ) -> bool {
-    // `cmp` then `je` (needs objects: a length of 0 misses) or `jne`.
+    // The spare's test: objects (a length of 0 misses) or room (a length
+    // at the capacity misses).
     macro_rules! section {
-        ($miss_if_empty:literal) => {
+        ($miss_unless_it_has:literal) => {
             // SAFETY: as in `pop`: the addresses are the rseq area, the
             // table, a live cache, the live sheaf in its spare slot and the
             // live sheaf in its main slot; the stores are the outgoing main
@@ -454,8 +455,7 @@ pub unsafe fn swap_spare(
                     "mov {spare}, qword ptr [{at} + {spare_off}]",
                     "cmp dword ptr [{spare} + {capacity_off}], {capacity:e}",
                     "jne {miss}",
-                    "cmp dword ptr [{spare} + {len_off}], 0",
-                    $miss_if_empty,
+                    $miss_unless_it_has,
                     "mov {main}, qword ptr [{at}]",
                     "mov {main_len_capacity}, qword ptr [{at} + {main_len}]",
                     "vmovq xmm0, {spare}",
@@ -503,8 +503,10 @@ pub unsafe fn swap_spare(
         };
     }
     match has {
-        SpareHas::Objects => section!("je {miss}"),
-        SpareHas::NoObjects => section!("jne {miss}"),
+        SpareHas::Objects => section!("cmp dword ptr [{spare} + {len_off}], 0\nje {miss}"),
+        SpareHas::Room => {
+            section!("cmp dword ptr [{spare} + {len_off}], {capacity:e}\njae {miss}")
+        }
     }
     true
 }

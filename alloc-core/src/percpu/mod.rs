@@ -489,8 +489,8 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
 pub(crate) enum SpareHas {
     /// Objects (an allocation found main empty).
     Objects,
-    /// No objects (a free found main full).
-    NoObjects,
+    /// Room for one more (a free found main full).
+    Room,
 }
 
 /// Swaps the current CPU's main and spare sheaves of `class` in one
@@ -714,7 +714,7 @@ mod tests {
             // SAFETY: the stand-in area and the static table (per-CPU mode
             // need not be in force for the stand-in).
             unsafe {
-                for has in [SpareHas::Objects, SpareHas::NoObjects] {
+                for has in [SpareHas::Objects, SpareHas::Room] {
                     assert!(!swap_spare(no_rseq(), class, 0, has), "{class:?}");
                 }
             }

@@ -23,7 +23,7 @@ use crate::node::NodeId;
 use crate::os;
 use crate::sheaf::Sheaf;
 use crate::size_class::SizeClass;
-use crate::thread_cache::sheaves::SlowPathCount;
+use crate::thread_cache::sheaves::{self, SpareTrades};
 
 /// Attempts before an operation goes straight to the slabs.
 const ATTEMPTS: usize = 8;
@@ -157,9 +157,9 @@ pub(super) fn sync_capacity<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>) -> NonNu
     unsafe { exchange::fit(depot, sheaf, depot.sheaf_capacity()) }
 }
 
-/// The single-section spare swap (`cs::swap_spare`), counted in `swaps`
-/// (the calling thread's pending count of the class's spare swaps); false
-/// where it does not apply (then the replace-based steps below run).
+/// The single-section spare swap (`cs::swap_spare`), counted in `trades`
+/// (the calling thread's trades of the class's spare); false where it does
+/// not apply (then the replace-based steps below run).
 ///
 /// # Safety
 ///
@@ -169,21 +169,30 @@ unsafe fn swap_in_spare(
     class: SizeClass,
     depot: &ClassDepot,
     has: SpareHas,
-    swaps: &SlowPathCount,
+    trades: &SpareTrades,
 ) -> bool {
     // SAFETY: duty 1.
     let swapped = unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) };
     if swapped {
-        swaps.count(&depot.counters().spare_swaps);
+        count_swap(depot, has, trades);
     }
     swapped
 }
 
+/// Counts a spare swap of an allocation (`Objects`) or a free (`Room`).
+fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades) {
+    let shared = &depot.counters().spare_swaps;
+    match has {
+        SpareHas::Objects => trades.alloc_swapped(shared),
+        SpareHas::Room => trades.free_swapped(shared),
+    }
+}
+
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
 /// `class` is empty. Null only if the OS refuses memory. Spare swaps are
-/// counted in `swaps`, the calling thread's pending count for the class
-/// (added to the shared counter in batches: no locked add per swap); the
-/// thread's GS base `gs` follows the CPU the path finds it on.
+/// counted in `trades`, the calling thread's for the class (added to the
+/// shared counter in batches: no locked add per swap); the thread's GS
+/// base `gs` follows the CPU the path finds it on.
 ///
 /// # Safety
 ///
@@ -193,7 +202,7 @@ pub unsafe fn alloc_slow(
     rseq: *mut u8,
     class: SizeClass,
     gs: &ThreadGs,
-    swaps: &SlowPathCount,
+    trades: &SpareTrades,
 ) -> *mut u8 {
     let depot = ClassDepot::of(class);
     for attempt in 0..ATTEMPTS {
@@ -208,7 +217,7 @@ pub unsafe fn alloc_slow(
         // 0. The spare has objects and the cache's capacity: one section
         // swaps it in.
         // SAFETY: duty 1.
-        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, swaps) } {
+        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, trades) } {
             continue;
         }
         let Some(here) = Here::now(rseq, class, gs) else {
@@ -227,7 +236,7 @@ pub unsafe fn alloc_slow(
                 let spare =
                     real(spare).map_or(spare, |owned| sync_capacity(&depot, owned).as_ptr());
                 if here.replace(Slot::Main, main, spare) {
-                    swaps.count(&depot.counters().spare_swaps);
+                    count_swap(&depot, SpareHas::Objects, trades);
                     here.park(&depot, main);
                 } else {
                     here.park(&depot, spare);
@@ -236,6 +245,7 @@ pub unsafe fn alloc_slow(
             continue;
         }
         // 2. A full sheaf from the barn, else 3. one refilled from the slabs.
+        trades.traded_elsewhere();
         let full = match exchange::take_full_alone(&depot, node) {
             Some(full) => full,
             None => {
@@ -281,7 +291,7 @@ pub unsafe fn free_slow(
     class: SizeClass,
     object: *mut u8,
     gs: &ThreadGs,
-    swaps: &SlowPathCount,
+    trades: &SpareTrades,
 ) {
     let depot = ClassDepot::of(class);
     let Some(home) = crate::arena::home_node(object as usize) else {
@@ -313,21 +323,34 @@ pub unsafe fn free_slow(
         if attempt > 0 && unsafe { super::push(rseq, class, object) } {
             return;
         }
-        // 0. An empty spare of the cache's capacity: one section swaps it
-        // in.
-        // SAFETY: duty 1.
-        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::NoObjects, swaps) } {
+        // 0. A spare with room and the cache's capacity: one section swaps
+        // it in. Not right after this thread's allocation swapped, when an
+        // empty spare splits main instead (`SpareTrades`).
+        if !trades.split_due()
+            // SAFETY: duty 1.
+            && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades) }
+        {
             continue;
         }
         let main = here.load(Slot::Main);
         let spare = here.load(Slot::Spare);
-        // SAFETY: as in `alloc_slow`: a hint only.
-        let spare_len = real(spare).map_or(0, |s| unsafe {
-            core::ptr::read_volatile(&(*s.as_ptr()).len)
+        // SAFETY: as in `alloc_slow`: hints only.
+        let (spare_len, spare_capacity) = real(spare).map_or((0, 0), |s| unsafe {
+            (
+                core::ptr::read_volatile(&(*s.as_ptr()).len),
+                core::ptr::read_volatile(&(*s.as_ptr()).capacity),
+            )
         });
-        if spare_len == 0 {
-            // 1. An empty spare (or a new one): swap it in.
-            let empty = match real(spare) {
+        if trades.split_due() && spare_len == 0 {
+            if let (Some(full), Some(empty)) = (real(main), real(spare)) {
+                // 1. Right after an allocation's swap: split.
+                split_main(&here, &depot, full, empty, trades);
+                continue;
+            }
+        }
+        if real(spare).is_none() || spare_len < spare_capacity {
+            // 2. A spare with room (or a new, empty one): swap it in.
+            let with_room = match real(spare) {
                 Some(spare) if here.replace(Slot::Spare, spare.as_ptr(), empty_sheaf()) => spare,
                 Some(_) => continue,
                 None => match exchange::empty_sheaf(&depot, node, depot.sheaf_capacity()) {
@@ -335,17 +358,18 @@ pub unsafe fn free_slow(
                     None => break,
                 },
             };
-            let empty = sync_capacity(&depot, empty);
-            if here.replace(Slot::Main, main, empty.as_ptr()) {
-                swaps.count(&depot.counters().spare_swaps);
+            let with_room = sync_capacity(&depot, with_room);
+            if here.replace(Slot::Main, main, with_room.as_ptr()) {
+                count_swap(&depot, SpareHas::Room, trades);
                 here.park(&depot, main);
             } else {
-                here.park(&depot, empty.as_ptr());
+                here.park(&depot, with_room.as_ptr());
             }
             continue;
         }
-        // 2. Both full: the main sheaf goes to the barn (or the slabs), an
+        // 3. Both full: the main sheaf goes to the barn (or the slabs), an
         // empty one takes its place.
+        trades.traded_elsewhere();
         let Some(empty) = exchange::empty_sheaf(&depot, node, depot.sheaf_capacity()) else {
             break;
         };
@@ -370,6 +394,37 @@ pub unsafe fn free_slow(
     }
     // SAFETY: duty 2.
     unsafe { crate::thread_cache::slab_free_one(class, object) };
+}
+
+/// Step 1 of [`free_slow`]: splits the CPU's full main sheaf with its
+/// empty spare (`SpareTrades`). Both are detached; the more recently freed
+/// half of main's objects moves into the spare, which goes back as main,
+/// and main, with the rest, goes back as the spare. A slot another thread
+/// of this CPU filled meanwhile, or a move to another CPU, sends a sheaf
+/// to [`Here::park`] instead.
+fn split_main(
+    here: &Here<'_>,
+    depot: &ClassDepot,
+    main: NonNull<Sheaf>,
+    spare: NonNull<Sheaf>,
+    trades: &SpareTrades,
+) {
+    if !here.replace(Slot::Spare, spare.as_ptr(), empty_sheaf()) {
+        return;
+    }
+    let spare = sync_capacity(depot, spare);
+    if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
+        here.park(depot, spare.as_ptr());
+        return;
+    }
+    // SAFETY: both detached by the replaces above: ours, objects of this
+    // class whose home is the CPU's node.
+    unsafe { sheaves::split(main, spare) };
+    trades.free_swapped(&depot.counters().spare_swaps);
+    if !here.replace(Slot::Main, empty_sheaf(), spare.as_ptr()) {
+        here.park(depot, spare.as_ptr());
+    }
+    here.park(depot, main.as_ptr());
 }
 
 /// Batches an object whose home is another node in the CPU's remote slot;

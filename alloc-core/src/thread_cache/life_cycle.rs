@@ -102,7 +102,7 @@ impl ThreadCache {
             let cold = self.cold(class);
             cold.slow_allocs.publish(&counters.slow_path_allocs);
             cold.slow_frees.publish(&counters.slow_path_frees);
-            cold.spare_swaps.publish(&counters.spare_swaps);
+            cold.spare_trades.swaps.publish(&counters.spare_swaps);
         }
     }
 
@@ -113,7 +113,7 @@ impl ThreadCache {
         SlotView {
             slow_allocs: cold.slow_allocs.pending(),
             slow_frees: cold.slow_frees.pending(),
-            spare_swaps: cold.spare_swaps.pending(),
+            spare_swaps: cold.spare_trades.swaps.pending(),
             ..self.hot(class).view()
         }
     }

@@ -227,7 +227,7 @@ mod engine {
             } else {
                 // SAFETY: the thread's rseq area, in per-CPU mode.
                 let object = unsafe {
-                    crate::percpu::alloc_slow(rseq, class, &self.gs, &self.cold(class).spare_swaps)
+                    crate::percpu::alloc_slow(rseq, class, &self.gs, &self.cold(class).spare_trades)
                 };
                 if !object.is_null() {
                     self.hot(class).count_alloc();
@@ -270,7 +270,7 @@ mod engine {
                         class,
                         object,
                         &self.gs,
-                        &self.cold(class).spare_swaps,
+                        &self.cold(class).spare_trades,
                     )
                 };
             }

@@ -178,11 +178,9 @@ pub struct ColdSlot {
     pub(super) slow_allocs: SlowPathCount,
     #[cfg_attr(loom, allow(dead_code))]
     pub(super) slow_frees: SlowPathCount,
-    /// Spare swaps of this class (of the thread's own sheaves, or in
-    /// per-CPU mode of the CPU's, made by this thread) not yet added to
-    /// the cache's shared counter: most slow paths are spare swaps.
-    #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) spare_swaps: SlowPathCount,
+    /// This thread's trades with the spare sheaf of this class (of its own
+    /// sheaves, or in per-CPU mode of the CPU's).
+    pub(crate) spare_trades: SpareTrades,
 }
 
 impl ColdSlot {
@@ -194,8 +192,67 @@ impl ColdSlot {
             remote: Cell::new(ptr::null_mut()),
             slow_allocs: SlowPathCount::new(),
             slow_frees: SlowPathCount::new(),
-            spare_swaps: SlowPathCount::new(),
+            spare_trades: SpareTrades::new(),
         }
+    }
+}
+
+/// One thread's trades with the spare sheaf of one class: the spare swaps
+/// not yet added to the cache's shared counter (most slow paths are spare
+/// swaps), and whether its last trade of the class was an allocation's
+/// spare swap.
+///
+/// # Why the last trade matters: bursts that straddle the boundary
+///
+/// With main holding `L` objects and a full spare, a burst of `B > L`
+/// allocations empties main and swaps the spare in; its `B` frees fill
+/// that sheaf again after `B - L`, and the free that finds it full swaps
+/// the empty one back, which takes the last `L`. The thread is where it
+/// started: two slow paths per burst, for ever, at any capacity (raising
+/// the capacity does not change `L`). So a free that finds main full right
+/// after an allocation's swap *splits* instead: the more recently freed
+/// half of main goes into the empty spare, which becomes main, and the
+/// other half waits as the spare. A burst of up to half the capacity then
+/// runs without a slow path, wherever it starts. Any other trade (a barn
+/// trade, a refill, a free's own swap) keeps the plain swap, so a
+/// producer's or a consumer's stream trades whole sheaves as before.
+pub struct SpareTrades {
+    /// Spare swaps (splits among them) not yet added to the shared
+    /// counter. The loom models run no thread cache, hence no counts.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) swaps: SlowPathCount,
+    after_alloc_swap: Cell<bool>,
+}
+
+impl SpareTrades {
+    const fn new() -> Self {
+        Self {
+            swaps: SlowPathCount::new(),
+            after_alloc_swap: Cell::new(false),
+        }
+    }
+
+    /// An allocation swapped a spare with objects in.
+    pub(crate) fn alloc_swapped(&self, shared: &AtomicU64) {
+        self.swaps.count(shared);
+        self.after_alloc_swap.set(true);
+    }
+
+    /// A free swapped or split (counted as a spare swap).
+    pub(crate) fn free_swapped(&self, shared: &AtomicU64) {
+        self.swaps.count(shared);
+        self.after_alloc_swap.set(false);
+    }
+
+    /// Any other trade: a barn trade, a refill, a flush.
+    pub(crate) fn traded_elsewhere(&self) {
+        self.after_alloc_swap.set(false);
+    }
+
+    /// Whether a free that finds main full and the spare empty should
+    /// split main rather than swap.
+    pub(crate) fn split_due(&self) -> bool {
+        self.after_alloc_swap.get()
     }
 }
 
@@ -257,6 +314,22 @@ impl Default for ColdSlot {
     }
 }
 
+/// Splits a full main sheaf with an empty spare ([`SpareTrades`]): the
+/// more recently freed half of `main`'s objects (the larger half, for an
+/// odd count) moves into `spare`, which is to be installed as the main
+/// sheaf; `main` keeps the rest and becomes the spare.
+///
+/// # Safety
+///
+/// 1. The caller owns both sheaves (detached from any slot other threads
+///    can reach), and they hold objects of the same class and home.
+pub(crate) unsafe fn split(main: NonNull<Sheaf>, spare: NonNull<Sheaf>) {
+    // SAFETY: duty 1: owned by the caller, two distinct sheaves.
+    let (main, spare) = unsafe { (&mut *main.as_ptr(), &mut *spare.as_ptr()) };
+    let len = main.len;
+    main.move_top_to(spare, len.wrapping_sub(len / 2));
+}
+
 /// One thread's view of its sheaves of one class.
 ///
 /// Invariants (with the depot's class `c` and the thread's node `n`):
@@ -306,9 +379,12 @@ impl<'a> ClassSheaves<'a> {
         if !spare.is_null() && unsafe { (*spare).len } > 0 {
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare);
-            self.cold.spare_swaps.count(&depot.counters().spare_swaps);
+            self.cold
+                .spare_trades
+                .alloc_swapped(&depot.counters().spare_swaps);
             return self.pop().unwrap_or(ptr::null_mut());
         }
+        self.cold.spare_trades.traded_elsewhere();
         // 2. Trade the empty main for a full sheaf at the barn.
         // SAFETY: main is owned, stashed and empty (`pop` failed), of this
         // class and node.
@@ -348,16 +424,37 @@ impl<'a> ClassSheaves<'a> {
             return;
         }
         let spare = self.cold.spare.get();
+        let trades = &self.cold.spare_trades;
         // SAFETY: the spare is owned by this thread.
-        if spare.is_null() || unsafe { (*spare).len } == 0 {
-            // 1. An empty spare (or a new one): swap.
+        let spare_room = NonNull::new(spare).map(|s| unsafe {
+            let s = s.as_ref();
+            (s.len, s.capacity.saturating_sub(s.len))
+        });
+        if let Some(spare) = NonNull::new(spare)
+            .filter(|_| trades.split_due() && spare_room.is_some_and(|(len, _)| len == 0))
+        {
+            // 1. Right after an allocation's swap: split (`SpareTrades`).
+            // SAFETY: main and spare are owned, stashed, of this class and
+            // node; only this thread touches them.
+            unsafe { split(main, spare) };
+            self.cold.spare.set(main.as_ptr());
+            self.install(depot, spare.as_ptr());
+            trades.free_swapped(&depot.counters().spare_swaps);
+            if self.push(object) {
+                return;
+            }
+            // Only at capacity 1, where the half is the whole sheaf.
+            // SAFETY: duty 1.
+            return unsafe { self.free_to_slabs(depot, node, object) };
+        } else if spare_room.is_none_or(|(_, room)| room > 0) {
+            // 2. A spare with room (or a new, empty one): swap.
             let empty = NonNull::new(spare)
                 .or_else(|| exchange::empty_sheaf(depot, node, depot.sheaf_capacity()));
             if let Some(empty) = empty {
                 self.cold.spare.set(main.as_ptr());
                 self.install(depot, empty.as_ptr());
                 self.sync_capacity(depot);
-                self.cold.spare_swaps.count(&depot.counters().spare_swaps);
+                trades.free_swapped(&depot.counters().spare_swaps);
                 if self.push(object) {
                     return;
                 }
@@ -365,7 +462,8 @@ impl<'a> ClassSheaves<'a> {
                 return unsafe { self.free_to_slabs(depot, node, object) };
             }
         } else {
-            // 2. Both full: trade main for an empty sheaf at the barn.
+            // 3. Both full: trade main for an empty sheaf at the barn.
+            trades.traded_elsewhere();
             // SAFETY: main is owned, stashed, full (len > 0), of this class
             // and node.
             if let Ok(empty) = unsafe { exchange::put_full(depot, node, main) } {
@@ -384,7 +482,7 @@ impl<'a> ClassSheaves<'a> {
             }
             // The barn is at its limit: main is still ours.
         }
-        // 3. Flush the main sheaf to the slabs and start it over.
+        // 4. Flush the main sheaf to the slabs and start it over.
         // SAFETY: main is owned and stashed; its objects are free objects
         // of this class whose home is `node`.
         unsafe { exchange::flush(depot, node, &mut *main.as_ptr()) };
