@@ -170,20 +170,22 @@ unsafe fn swap_in_spare(
     depot: &ClassDepot,
     has: SpareHas,
     trades: &SpareTrades,
+    allocs: u64,
 ) -> bool {
     // SAFETY: duty 1.
     let swapped = unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) };
     if swapped {
-        count_swap(depot, has, trades);
+        count_swap(depot, has, trades, allocs);
     }
     swapped
 }
 
-/// Counts a spare swap of an allocation (`Objects`) or a free (`Room`).
-fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades) {
+/// Counts a spare swap of an allocation (`Objects`) or a free (`Room`);
+/// `allocs` is the thread's allocation count of the class.
+fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades, allocs: u64) {
     let shared = &depot.counters().spare_swaps;
     match has {
-        SpareHas::Objects => trades.alloc_swapped(shared),
+        SpareHas::Objects => trades.alloc_swapped(shared, allocs),
         SpareHas::Room => trades.free_swapped(shared),
     }
 }
@@ -191,8 +193,9 @@ fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades) {
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
 /// `class` is empty. Null only if the OS refuses memory. Spare swaps are
 /// counted in `trades`, the calling thread's for the class (added to the
-/// shared counter in batches: no locked add per swap); the thread's GS
-/// base `gs` follows the CPU the path finds it on.
+/// shared counter in batches: no locked add per swap), with `allocs`, the
+/// thread's allocation count of the class; the thread's GS base `gs`
+/// follows the CPU the path finds it on.
 ///
 /// # Safety
 ///
@@ -203,6 +206,7 @@ pub unsafe fn alloc_slow(
     class: SizeClass,
     gs: &ThreadGs,
     trades: &SpareTrades,
+    allocs: u64,
 ) -> *mut u8 {
     let depot = ClassDepot::of(class);
     for attempt in 0..ATTEMPTS {
@@ -217,7 +221,7 @@ pub unsafe fn alloc_slow(
         // 0. The spare has objects and the cache's capacity: one section
         // swaps it in.
         // SAFETY: duty 1.
-        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, trades) } {
+        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, trades, allocs) } {
             continue;
         }
         let Some(here) = Here::now(rseq, class, gs) else {
@@ -236,7 +240,7 @@ pub unsafe fn alloc_slow(
                 let spare =
                     real(spare).map_or(spare, |owned| sync_capacity(&depot, owned).as_ptr());
                 if here.replace(Slot::Main, main, spare) {
-                    count_swap(&depot, SpareHas::Objects, trades);
+                    count_swap(&depot, SpareHas::Objects, trades, allocs);
                     here.park(&depot, main);
                 } else {
                     here.park(&depot, spare);
@@ -292,6 +296,7 @@ pub unsafe fn free_slow(
     object: *mut u8,
     gs: &ThreadGs,
     trades: &SpareTrades,
+    allocs: u64,
 ) {
     let depot = ClassDepot::of(class);
     let Some(home) = crate::arena::home_node(object as usize) else {
@@ -326,9 +331,9 @@ pub unsafe fn free_slow(
         // 0. A spare with room and the cache's capacity: one section swaps
         // it in. Not right after this thread's allocation swapped, when an
         // empty spare splits main instead (`SpareTrades`).
-        if !trades.split_due()
+        if trades.split(allocs, depot.sheaf_capacity()).is_none()
             // SAFETY: duty 1.
-            && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades) }
+            && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades, allocs) }
         {
             continue;
         }
@@ -341,10 +346,10 @@ pub unsafe fn free_slow(
                 core::ptr::read_volatile(&(*s.as_ptr()).capacity),
             )
         });
-        if trades.split_due() && spare_len == 0 {
-            if let (Some(full), Some(empty)) = (real(main), real(spare)) {
+        if let (Some(full), Some(empty), 0) = (real(main), real(spare), spare_len) {
+            if let Some(keep) = trades.split(allocs, depot.sheaf_capacity()) {
                 // 1. Right after an allocation's swap: split.
-                split_main(&here, &depot, full, empty, trades);
+                split_main(&here, &depot, full, empty, keep, trades);
                 continue;
             }
         }
@@ -360,7 +365,7 @@ pub unsafe fn free_slow(
             };
             let with_room = sync_capacity(&depot, with_room);
             if here.replace(Slot::Main, main, with_room.as_ptr()) {
-                count_swap(&depot, SpareHas::Room, trades);
+                count_swap(&depot, SpareHas::Room, trades, allocs);
                 here.park(&depot, main);
             } else {
                 here.park(&depot, with_room.as_ptr());
@@ -397,9 +402,9 @@ pub unsafe fn free_slow(
 }
 
 /// Step 1 of [`free_slow`]: splits the CPU's full main sheaf with its
-/// empty spare (`SpareTrades`). Both are detached; the more recently freed
-/// half of main's objects moves into the spare, which goes back as main,
-/// and main, with the rest, goes back as the spare. A slot another thread
+/// empty spare (`SpareTrades::split`). Both are detached; main's `keep`
+/// most recently freed objects move into the spare, which goes back as
+/// main, and main, with the rest, goes back as the spare. A slot another thread
 /// of this CPU filled meanwhile, or a move to another CPU, sends a sheaf
 /// to [`Here::park`] instead.
 fn split_main(
@@ -407,6 +412,7 @@ fn split_main(
     depot: &ClassDepot,
     main: NonNull<Sheaf>,
     spare: NonNull<Sheaf>,
+    keep: u32,
     trades: &SpareTrades,
 ) {
     if !here.replace(Slot::Spare, spare.as_ptr(), empty_sheaf()) {
@@ -419,7 +425,7 @@ fn split_main(
     }
     // SAFETY: both detached by the replaces above: ours, objects of this
     // class whose home is the CPU's node.
-    unsafe { sheaves::split(main, spare) };
+    unsafe { sheaves::split(main, spare, keep) };
     trades.free_swapped(&depot.counters().spare_swaps);
     if !here.replace(Slot::Main, empty_sheaf(), spare.as_ptr()) {
         here.park(depot, spare.as_ptr());

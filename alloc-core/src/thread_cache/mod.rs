@@ -227,7 +227,13 @@ mod engine {
             } else {
                 // SAFETY: the thread's rseq area, in per-CPU mode.
                 let object = unsafe {
-                    crate::percpu::alloc_slow(rseq, class, &self.gs, &self.cold(class).spare_trades)
+                    crate::percpu::alloc_slow(
+                        rseq,
+                        class,
+                        &self.gs,
+                        &self.cold(class).spare_trades,
+                        self.hot(class).allocs(),
+                    )
                 };
                 if !object.is_null() {
                     self.hot(class).count_alloc();
@@ -271,6 +277,7 @@ mod engine {
                         object,
                         &self.gs,
                         &self.cold(class).spare_trades,
+                        self.hot(class).allocs(),
                     )
                 };
             }

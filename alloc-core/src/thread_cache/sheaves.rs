@@ -98,6 +98,12 @@ impl HotSlot {
             .store(self.allocs.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
+    /// Allocations of this class the thread has made (since its last
+    /// `take_counts`).
+    pub(crate) fn allocs(&self) -> u64 {
+        self.allocs.load(Relaxed)
+    }
+
     /// Counts a free that did not go through `push` (remote, straight to
     /// the slabs, or per-CPU mode).
     #[inline(always)]
@@ -200,7 +206,7 @@ impl ColdSlot {
 /// One thread's trades with the spare sheaf of one class: the spare swaps
 /// not yet added to the cache's shared counter (most slow paths are spare
 /// swaps), and whether its last trade of the class was an allocation's
-/// spare swap.
+/// spare swap, with the thread's allocation count at that swap.
 ///
 /// # Why the last trade matters: bursts that straddle the boundary
 ///
@@ -210,18 +216,24 @@ impl ColdSlot {
 /// the empty one back, which takes the last `L`. The thread is where it
 /// started: two slow paths per burst, for ever, at any capacity (raising
 /// the capacity does not change `L`). So a free that finds main full right
-/// after an allocation's swap *splits* instead: the more recently freed
-/// half of main goes into the empty spare, which becomes main, and the
-/// other half waits as the spare. A burst of up to half the capacity then
-/// runs without a slow path, wherever it starts. Any other trade (a barn
-/// trade, a refill, a free's own swap) keeps the plain swap, so a
-/// producer's or a consumer's stream trades whole sheaves as before.
+/// after an allocation's swap *splits* instead ([`Self::split`]): the
+/// most recently freed objects go into the empty spare, which becomes
+/// main, and the rest wait as the spare. Main keeps what the burst took
+/// since the swap (`B - L`: room for the burst's last `L` frees, and then
+/// the whole next burst), but at least half of the capacity, so that a
+/// burst of up to half the capacity runs without a slow path wherever it
+/// starts. Any other trade (a barn trade, a refill, a free's own swap)
+/// keeps the plain swap, so a producer's or a consumer's stream trades
+/// whole sheaves as before.
 pub struct SpareTrades {
     /// Spare swaps (splits among them) not yet added to the shared
     /// counter. The loom models run no thread cache, hence no counts.
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) swaps: SlowPathCount,
     after_alloc_swap: Cell<bool>,
+    /// The thread's allocations of the class ([`HotSlot::allocs`]) at its
+    /// last allocation's swap.
+    allocs_at_swap: Cell<u64>,
 }
 
 impl SpareTrades {
@@ -229,13 +241,16 @@ impl SpareTrades {
         Self {
             swaps: SlowPathCount::new(),
             after_alloc_swap: Cell::new(false),
+            allocs_at_swap: Cell::new(0),
         }
     }
 
-    /// An allocation swapped a spare with objects in.
-    pub(crate) fn alloc_swapped(&self, shared: &AtomicU64) {
+    /// An allocation swapped a spare with objects in; `allocs` is the
+    /// thread's allocation count of the class ([`HotSlot::allocs`]).
+    pub(crate) fn alloc_swapped(&self, shared: &AtomicU64, allocs: u64) {
         self.swaps.count(shared);
         self.after_alloc_swap.set(true);
+        self.allocs_at_swap.set(allocs);
     }
 
     /// A free swapped or split (counted as a spare swap).
@@ -249,10 +264,30 @@ impl SpareTrades {
         self.after_alloc_swap.set(false);
     }
 
-    /// Whether a free that finds main full and the spare empty should
-    /// split main rather than swap.
-    pub(crate) fn split_due(&self) -> bool {
-        self.after_alloc_swap.get()
+    /// Whether a free that finds a main of `capacity` full and the spare
+    /// empty splits main rather than swapping, the thread's allocation
+    /// count of the class being `allocs` now; if so, how many objects the
+    /// new main keeps. A split is due right after an allocation's swap, if
+    /// the thread allocated at most three quarters of the capacity since:
+    /// a burst that took more leaves main no room for its own last frees
+    /// after any split, and a plain swap costs less. The new main keeps
+    /// what was allocated since the swap, at least half the capacity
+    /// (rounded up); never all of it (below `capacity` from 2 on; never
+    /// due at capacity 1). A count that went back (the counts were folded
+    /// into the cache at a flush) reads as large: no split.
+    pub(crate) fn split(&self, allocs: u64, capacity: u32) -> Option<u32> {
+        if !self.after_alloc_swap.get() {
+            return None;
+        }
+        let since_swap = allocs.wrapping_sub(self.allocs_at_swap.get());
+        // `capacity <= SHEAF_CAPACITY_MAX`: no overflow.
+        let three_quarters = capacity.wrapping_mul(3) / 4;
+        if since_swap > u64::from(three_quarters) {
+            return None;
+        }
+        let half = capacity.wrapping_sub(capacity / 2);
+        // At most three quarters of a `u32`: the cast is exact.
+        Some((since_swap as u32).max(half))
     }
 }
 
@@ -314,20 +349,19 @@ impl Default for ColdSlot {
     }
 }
 
-/// Splits a full main sheaf with an empty spare ([`SpareTrades`]): the
-/// more recently freed half of `main`'s objects (the larger half, for an
-/// odd count) moves into `spare`, which is to be installed as the main
-/// sheaf; `main` keeps the rest and becomes the spare.
+/// Splits a full main sheaf with an empty spare ([`SpareTrades::split`]):
+/// the `keep` most recently freed of `main`'s objects move into `spare`,
+/// which is to be installed as the main sheaf; `main` keeps the rest and
+/// becomes the spare.
 ///
 /// # Safety
 ///
 /// 1. The caller owns both sheaves (detached from any slot other threads
 ///    can reach), and they hold objects of the same class and home.
-pub(crate) unsafe fn split(main: NonNull<Sheaf>, spare: NonNull<Sheaf>) {
+pub(crate) unsafe fn split(main: NonNull<Sheaf>, spare: NonNull<Sheaf>, keep: u32) {
     // SAFETY: duty 1: owned by the caller, two distinct sheaves.
     let (main, spare) = unsafe { (&mut *main.as_ptr(), &mut *spare.as_ptr()) };
-    let len = main.len;
-    main.move_top_to(spare, len.wrapping_sub(len / 2));
+    main.move_top_to(spare, keep);
 }
 
 /// One thread's view of its sheaves of one class.
@@ -381,7 +415,7 @@ impl<'a> ClassSheaves<'a> {
             self.install(depot, spare);
             self.cold
                 .spare_trades
-                .alloc_swapped(&depot.counters().spare_swaps);
+                .alloc_swapped(&depot.counters().spare_swaps, self.hot.allocs());
             return self.pop().unwrap_or(ptr::null_mut());
         }
         self.cold.spare_trades.traded_elsewhere();
@@ -430,22 +464,23 @@ impl<'a> ClassSheaves<'a> {
             let s = s.as_ref();
             (s.len, s.capacity.saturating_sub(s.len))
         });
-        if let Some(spare) = NonNull::new(spare)
-            .filter(|_| trades.split_due() && spare_room.is_some_and(|(len, _)| len == 0))
-        {
+        // SAFETY: main is owned by this thread.
+        let main_len = unsafe { main.as_ref() }.len;
+        let split_keep = spare_room
+            .filter(|&(len, _)| len == 0)
+            .and_then(|_| trades.split(self.hot.allocs(), main_len));
+        if let (Some(spare), Some(keep)) = (NonNull::new(spare), split_keep) {
             // 1. Right after an allocation's swap: split (`SpareTrades`).
             // SAFETY: main and spare are owned, stashed, of this class and
             // node; only this thread touches them.
-            unsafe { split(main, spare) };
+            unsafe { split(main, spare, keep) };
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare.as_ptr());
             trades.free_swapped(&depot.counters().spare_swaps);
-            if self.push(object) {
-                return;
-            }
-            // Only at capacity 1, where the half is the whole sheaf.
-            // SAFETY: duty 1.
-            return unsafe { self.free_to_slabs(depot, node, object) };
+            // The new main keeps fewer than `main_len` (SpareTrades::split).
+            let pushed = self.push(object);
+            crate::invariant!(pushed, "push after a split failed");
+            return;
         } else if spare_room.is_none_or(|(_, room)| room > 0) {
             // 2. A spare with room (or a new, empty one): swap.
             let empty = NonNull::new(spare)
@@ -628,6 +663,36 @@ impl<'a> ClassSheaves<'a> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_is_due_only_right_after_an_allocations_swap_and_keeps_what_the_burst_took() {
+        let trades = SpareTrades::new();
+        let shared = AtomicU64::new(0);
+        assert_eq!(trades.split(0, 32), None);
+        trades.alloc_swapped(&shared, 1000);
+        // 20 taken since the swap, of a main of 32: main keeps 20.
+        assert_eq!(trades.split(1020, 32), Some(20));
+        // Fewer than half: half (rounded up) all the same.
+        assert_eq!(trades.split(1005, 32), Some(16));
+        assert_eq!(trades.split(1005, 31), Some(16));
+        // Up to three quarters; more, or a count that went back (folded
+        // into the cache since): a plain swap.
+        assert_eq!(trades.split(1024, 32), Some(24));
+        assert_eq!(trades.split(1025, 32), None);
+        assert_eq!(trades.split(3, 32), None);
+        // Small capacities: never the whole sheaf, never due at 1 (the
+        // swapping allocation itself is counted after the swap).
+        assert_eq!(trades.split(1001, 2), Some(1));
+        assert_eq!(trades.split(1001, 1), None);
+        trades.free_swapped(&shared);
+        assert_eq!(trades.split(1001, 32), None);
+        trades.alloc_swapped(&shared, 0);
+        trades.traded_elsewhere();
+        assert_eq!(trades.split(1, 32), None);
+        // Every swap, splits among them, reaches the counter.
+        trades.swaps.publish(&shared);
+        assert_eq!(shared.load(Relaxed), 3);
+    }
 
     #[test]
     fn slow_paths_reach_the_shared_counter_in_batches_and_at_publish() {
