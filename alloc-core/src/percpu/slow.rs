@@ -404,9 +404,9 @@ pub unsafe fn free_slow(
 /// Step 1 of [`free_slow`]: splits the CPU's full main sheaf with its
 /// empty spare (`SpareTrades::split`). Both are detached; main's `keep`
 /// most recently freed objects move into the spare, which goes back as
-/// main, and main, with the rest, goes back as the spare. A slot another thread
-/// of this CPU filled meanwhile, or a move to another CPU, sends a sheaf
-/// to [`Here::park`] instead.
+/// main, and main, with the rest, goes back as the spare. A slot another
+/// thread of this CPU filled meanwhile, or a move to another CPU, sends a
+/// sheaf to [`Here::park`] instead.
 fn split_main(
     here: &Here<'_>,
     depot: &ClassDepot,

@@ -477,10 +477,13 @@ impl<'a> ClassSheaves<'a> {
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare.as_ptr());
             trades.free_swapped(&depot.counters().spare_swaps);
-            // The new main keeps fewer than `main_len` (SpareTrades::split).
-            let pushed = self.push(object);
-            crate::invariant!(pushed, "push after a split failed");
-            return;
+            // The new main keeps fewer than `main_len`, but another thread
+            // may have lowered the capacity since (`install` applies it).
+            if self.push(object) {
+                return;
+            }
+            // SAFETY: duty 1.
+            return unsafe { self.free_to_slabs(depot, node, object) };
         } else if spare_room.is_none_or(|(_, room)| room > 0) {
             // 2. A spare with room (or a new, empty one): swap.
             let empty = NonNull::new(spare)
