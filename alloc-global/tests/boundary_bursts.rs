@@ -9,10 +9,13 @@
 //! keeping what the burst took since the swap (at least half), so from the
 //! second burst on the bursts run without a slow path: one of a third of
 //! the capacity (which a split in halves also settles), and one of three
-//! quarters (which it would not). Asked of the CPU's sheaves in per-CPU
-//! mode (the thread pinned, alone with its cache) and of the thread's own
-//! without rseq (CI's second run); every object's contents are checked
-//! before it is freed.
+//! quarters (which it would not). And bursts settle after the capacity is
+//! raised in the middle of one, as the auto-tuner may: in per-CPU mode the
+//! drain leaves the CPU's sheaves at lengths that a plain swap kept
+//! crossing twice a burst (128 slow paths in 64 bursts). Asked of the
+//! CPU's sheaves in per-CPU mode (the thread pinned, alone with its cache)
+//! and of the thread's own without rseq (CI's second run); every object's
+//! contents are checked before it is freed.
 
 mod common;
 
@@ -76,11 +79,15 @@ fn check_and_free(cache: Cache, objects: Vec<*mut u8>, generation: u64) {
     }
 }
 
-/// One test, so that the two run one after the other: in per-CPU mode an
-/// allocation of another thread of the CPU (a second test's, the
-/// harness's) in one of these classes would move its sheaves' lengths.
+/// One test, so that the cases run one after the other: in per-CPU mode a
+/// capacity change drains the CPU's whole cache (every class misses while
+/// it runs), and an allocation of another thread of the CPU in one of
+/// these classes would move its sheaves' lengths.
 #[test]
 fn bursts_across_the_main_and_spare_boundary_take_no_slow_path_after_the_first() {
+    assert_eq!(sheafalloc::cache_mode(), common::expected_mode());
+    // The tuner would change the capacities under the test.
+    sheafalloc::set_autotune(false);
     // A third of the capacity: a split in halves would settle it too.
     bursts_across_the_boundary(
         Cache {
@@ -97,14 +104,59 @@ fn bursts_across_the_main_and_spare_boundary_take_no_slow_path_after_the_first()
         },
         24,
     );
+    bursts_settle_after_a_capacity_raise_in_the_middle_of_one(
+        Cache {
+            name: "size-896",
+            size: 880,
+        },
+        12,
+    );
+}
+
+/// A capacity raised in the middle of a burst (the auto-tuner's raises
+/// come at any point of a thread's burst) leaves the sheaves at whatever
+/// lengths the drain and resize made; the bursts must settle.
+fn bursts_settle_after_a_capacity_raise_in_the_middle_of_one(cache: Cache, burst: usize) {
+    sheafalloc::set_sheaf_capacity(cache.name, CAPACITY as u64).expect("a valid capacity");
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                common::pin_to_cpu(0);
+                for generation in 0..8 {
+                    let objects = allocate(cache, burst, generation);
+                    check_and_free(cache, objects, generation);
+                }
+                // One object in, the capacity doubles, the rest follow.
+                let mut objects = allocate(cache, 1, 8);
+                sheafalloc::set_sheaf_capacity(cache.name, 2 * CAPACITY as u64)
+                    .expect("a valid capacity");
+                objects.extend(allocate(cache, burst - 1, 8));
+                check_and_free(cache, objects, 8);
+                // A few bursts to settle (the resize, a swap, a split).
+                for generation in 9..12 {
+                    let objects = allocate(cache, burst, generation);
+                    check_and_free(cache, objects, generation);
+                }
+                let start = slow_paths(cache);
+                for generation in 12..12 + BURSTS {
+                    let objects = allocate(cache, burst, generation);
+                    check_and_free(cache, objects, generation);
+                }
+                assert_eq!(
+                    slow_paths(cache),
+                    start,
+                    "{BURSTS} bursts after the raise took no slow path (a plain swap \
+                     can take two in each for ever)"
+                );
+            })
+            .join()
+            .expect("the bursts' thread");
+    });
 }
 
 /// Main at `LEFT` and a full spare, then `BURSTS` bursts of `burst`.
 fn bursts_across_the_boundary(cache: Cache, burst: usize) {
     assert!(LEFT < burst && burst <= CAPACITY);
-    assert_eq!(sheafalloc::cache_mode(), common::expected_mode());
-    // The tuner would change the capacity under the test.
-    sheafalloc::set_autotune(false);
     sheafalloc::set_sheaf_capacity(cache.name, CAPACITY as u64).expect("a valid capacity");
     std::thread::scope(|scope| {
         scope
