@@ -239,17 +239,11 @@ pub unsafe fn fit<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>, target: u32) -> No
         if let Some(larger) = depot.pool().take(depot.class(), old.node, target) {
             // SAFETY: just taken from the pool: ours, and not `sheaf`.
             let new = unsafe { &mut *larger.as_ptr() };
-            let held = old.held();
-            let room = new.free_storage();
-            // `room` has `target > storage >= len` entries: every object
+            // `new` has room for `target > storage >= len`: every object
             // moves.
-            let moved = held.len().min(room.len());
-            if let (Some(to), Some(from)) = (room.get_mut(..moved), held.get(..moved)) {
-                to.copy_from_slice(from);
-                new.grow_by(moved);
-            }
-            crate::invariant!(new.len == old.len, "objects lost moving to a larger sheaf");
-            old.clear();
+            let len = old.len;
+            let moved = old.move_top_to(new, len);
+            crate::invariant!(moved == len, "objects lost moving to a larger sheaf");
             // SAFETY: duty 1: ours, emptied (its objects are in `new`),
             // never touched again.
             unsafe { depot.pool().give(sheaf) };

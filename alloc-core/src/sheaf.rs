@@ -206,11 +206,11 @@ impl Sheaf {
         let from = self.len.wrapping_sub(moved) as usize;
         // `from..len` are held objects (`moved <= len`), and `room` has at
         // least `moved` entries.
-        let top = self.held().get(from..).unwrap_or(&[]);
-        for (slot, &object) in room.iter_mut().zip(top) {
-            *slot = object;
+        if let (Some(slots), Some(top)) = (room.get_mut(..moved as usize), self.held().get(from..))
+        {
+            slots.copy_from_slice(top);
         }
-        to.len = to.len.wrapping_add(moved);
+        to.grow_by(moved as usize);
         self.len = from as u32;
         moved
     }
