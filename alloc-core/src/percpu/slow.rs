@@ -331,7 +331,8 @@ pub unsafe fn free_slow(
         // 0. A spare with room and the cache's capacity: one section swaps
         // it in. Not right after this thread's allocation swapped, when an
         // empty spare splits main instead (`SpareTrades`).
-        if trades.split(allocs, depot.sheaf_capacity()).is_none()
+        let split_keep = trades.split(allocs, depot.sheaf_capacity());
+        if split_keep.is_none()
             // SAFETY: duty 1.
             && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades, allocs) }
         {
@@ -346,12 +347,12 @@ pub unsafe fn free_slow(
                 core::ptr::read_volatile(&(*s.as_ptr()).capacity),
             )
         });
-        if let (Some(full), Some(empty), 0) = (real(main), real(spare), spare_len) {
-            if let Some(keep) = trades.split(allocs, depot.sheaf_capacity()) {
-                // 1. Right after an allocation's swap: split.
-                split_main(&here, &depot, full, empty, keep, trades);
-                continue;
-            }
+        if let (Some(full), Some(empty), 0, Some(keep)) =
+            (real(main), real(spare), spare_len, split_keep)
+        {
+            // 1. Right after an allocation's swap: split.
+            split_main(&here, &depot, full, empty, keep, trades);
+            continue;
         }
         if real(spare).is_none() || spare_len < spare_capacity {
             // 2. A spare with room (or a new, empty one): swap it in.
