@@ -6,16 +6,20 @@
 //! for the last `L`: the thread would be where it started, and would take
 //! two slow paths in every burst for ever, at any capacity. A free right
 //! after an allocation's swap splits main with the spare instead, main
-//! keeping what the burst took since the swap (at least half), so from the
-//! second burst on the bursts run without a slow path: one of a third of
-//! the capacity (which a split in halves also settles), and one of three
-//! quarters (which it would not). And bursts settle after the capacity is
-//! raised in the middle of one, as the auto-tuner may: in per-CPU mode the
-//! drain leaves the CPU's sheaves at lengths that a plain swap kept
-//! crossing twice a burst (128 slow paths in 64 bursts). Asked of the
-//! CPU's sheaves in per-CPU mode (the thread pinned, alone with its cache)
-//! and of the thread's own without rseq (CI's second run); every object's
-//! contents are checked before it is freed.
+//! keeping what the burst took since the swap, and the bursts settle: one
+//! of a third of the capacity (which a split in halves also settles), one
+//! of three quarters (which it would not), and one of more than three
+//! quarters that fits the capacity (which a split bounded by three
+//! quarters of the capacity since the swap did not). The first burst here
+//! follows allocations the test keeps, so the thread cannot tell its size
+//! and it may end in a plain swap; from the third on they run without a
+//! slow path. And bursts settle after the capacity is raised in the middle
+//! of one, as the auto-tuner may: in per-CPU mode the drain leaves the
+//! CPU's sheaves at lengths that a plain swap kept crossing twice a burst
+//! (128 slow paths in 64 bursts). Asked of the CPU's sheaves in per-CPU
+//! mode (the thread pinned, alone with its cache) and of the thread's own
+//! without rseq (CI's second run); every object's contents are checked
+//! before it is freed.
 
 mod common;
 
@@ -84,7 +88,7 @@ fn check_and_free(cache: Cache, objects: Vec<*mut u8>, generation: u64) {
 /// it runs), and an allocation of another thread of the CPU in one of
 /// these classes would move its sheaves' lengths.
 #[test]
-fn bursts_across_the_main_and_spare_boundary_take_no_slow_path_after_the_first() {
+fn bursts_across_the_main_and_spare_boundary_settle_without_slow_paths() {
     assert_eq!(sheafalloc::cache_mode(), common::expected_mode());
     // The tuner would change the capacities under the test.
     sheafalloc::set_autotune(false);
@@ -95,6 +99,7 @@ fn bursts_across_the_main_and_spare_boundary_take_no_slow_path_after_the_first()
             size: 600,
         },
         12,
+        2,
     );
     // Three quarters: main must keep what the burst took since the swap.
     bursts_across_the_boundary(
@@ -103,6 +108,20 @@ fn bursts_across_the_main_and_spare_boundary_take_no_slow_path_after_the_first()
             size: 760,
         },
         24,
+        2,
+    );
+    // More than three quarters, but the whole burst fits the capacity.
+    // The first burst's swap follows no free-side trade of the thread, so
+    // its size is unknown and it ends in a plain swap; the second's is
+    // known, and main keeps its part after the swap (without that, a plain
+    // swap took two slow paths in every burst here).
+    bursts_across_the_boundary(
+        Cache {
+            name: "size-1024",
+            size: 1000,
+        },
+        30,
+        2,
     );
     bursts_settle_after_a_capacity_raise_in_the_middle_of_one(
         Cache {
@@ -154,8 +173,9 @@ fn bursts_settle_after_a_capacity_raise_in_the_middle_of_one(cache: Cache, burst
     });
 }
 
-/// Main at `LEFT` and a full spare, then `BURSTS` bursts of `burst`.
-fn bursts_across_the_boundary(cache: Cache, burst: usize) {
+/// Main at `LEFT` and a full spare, then `BURSTS` bursts of `burst`, of
+/// which those after the first `settle` take no slow path.
+fn bursts_across_the_boundary(cache: Cache, burst: usize, settle: u64) {
     assert!(LEFT < burst && burst <= CAPACITY);
     sheafalloc::set_sheaf_capacity(cache.name, CAPACITY as u64).expect("a valid capacity");
     std::thread::scope(|scope| {
@@ -168,11 +188,15 @@ fn bursts_across_the_boundary(cache: Cache, burst: usize) {
                 let kept = allocate(cache, CAPACITY - LEFT, 1);
                 let start = slow_paths(cache);
                 let mut after_first = start;
+                let mut settled = start;
                 for generation in 0..BURSTS {
                     let objects = allocate(cache, burst, 2 + generation);
                     check_and_free(cache, objects, 2 + generation);
                     if generation == 0 {
                         after_first = slow_paths(cache);
+                    }
+                    if generation + 1 == settle {
+                        settled = slow_paths(cache);
                     }
                 }
                 let end = slow_paths(cache);
@@ -184,10 +208,10 @@ fn bursts_across_the_boundary(cache: Cache, burst: usize) {
                 );
                 assert_eq!(
                     end,
-                    after_first,
-                    "the later {} bursts took no slow path and traded no sheaf \
-                     (a plain swap would take two in each)",
-                    BURSTS - 1
+                    settled,
+                    "the {} bursts after the first {settle} took no slow path and \
+                     traded no sheaf (a plain swap would take two in each)",
+                    BURSTS - settle
                 );
             })
             .join()

@@ -186,7 +186,7 @@ fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades, allocs: u
     let shared = &depot.counters().spare_swaps;
     match has {
         SpareHas::Objects => trades.alloc_swapped(shared, allocs),
-        SpareHas::Room => trades.free_swapped(shared),
+        SpareHas::Room => trades.free_swapped(shared, allocs),
     }
 }
 
@@ -351,7 +351,7 @@ pub unsafe fn free_slow(
             (real(main), real(spare), spare_len, split_keep)
         {
             // 1. Right after an allocation's swap: split.
-            split_main(&here, &depot, full, empty, keep, trades);
+            split_main(&here, &depot, full, empty, keep, trades, allocs);
             continue;
         }
         if real(spare).is_none() || spare_len < spare_capacity {
@@ -415,6 +415,7 @@ fn split_main(
     spare: NonNull<Sheaf>,
     keep: u32,
     trades: &SpareTrades,
+    allocs: u64,
 ) {
     if !here.replace(Slot::Spare, spare.as_ptr(), empty_sheaf()) {
         return;
@@ -427,7 +428,7 @@ fn split_main(
     // SAFETY: both detached by the replaces above: ours, objects of this
     // class whose home is the CPU's node.
     unsafe { sheaves::split(main, spare, keep) };
-    trades.free_swapped(&depot.counters().spare_swaps);
+    trades.free_swapped(&depot.counters().spare_swaps, allocs);
     if !here.replace(Slot::Main, empty_sheaf(), spare.as_ptr()) {
         here.park(depot, spare.as_ptr());
     }

@@ -205,8 +205,8 @@ impl ColdSlot {
 
 /// One thread's trades with the spare sheaf of one class: the spare swaps
 /// not yet added to the cache's shared counter (most slow paths are spare
-/// swaps), and whether its last trade of the class was an allocation's
-/// spare swap, with the thread's allocation count at that swap.
+/// swaps), and which kind its last trade of the class was, with the
+/// thread's allocation counts around it.
 ///
 /// # Why the last trade matters: bursts that straddle the boundary
 ///
@@ -218,30 +218,56 @@ impl ColdSlot {
 /// the capacity does not change `L`). So a free that finds main full right
 /// after an allocation's swap *splits* instead ([`Self::split`]): the
 /// most recently freed objects go into the empty spare, which becomes
-/// main, and the rest wait as the spare. Main keeps what the burst took
-/// since the swap (`B - L`: room for the burst's last `L` frees, and then
-/// the whole next burst), but at least half of the capacity, so that a
-/// burst of up to half the capacity runs without a slow path wherever it
-/// starts. Any other trade (a barn trade, a refill, a free's own swap)
-/// keeps the plain swap, so a producer's or a consumer's stream trades
-/// whole sheaves as before.
+/// main, and the rest wait as the spare. Any other trade (a barn trade, a
+/// refill) keeps the plain swap, so a producer's or a consumer's stream
+/// trades whole sheaves as before.
+///
+/// How many main keeps depends on what the thread knows of the burst.
+/// When the swap followed one of its free-side trades (the previous burst
+/// ended in a free's swap or split), the allocations between the two are
+/// `L`, those since the swap `B - L`: the burst is known. If it fits the
+/// capacity, main keeps `B - L` and half the room left (`C - B`): the
+/// burst's last `L` frees then fit, the next burst comes out of main, and
+/// bursts that vary a little have slack both ways. A burst larger than the
+/// capacity crosses into the other sheaf whatever the lengths; there a
+/// split costs a third more slow paths than the plain swaps, so it swaps.
+/// When the burst is not known (the first burst after another kind of
+/// trade), main keeps `B - L`, at least half the capacity, if `B - L` is
+/// at most three quarters of it, and otherwise swaps; the swap is a
+/// free-side trade, so the next burst is known.
 pub struct SpareTrades {
     /// Spare swaps (splits among them) not yet added to the shared
     /// counter. The loom models run no thread cache, hence no counts.
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) swaps: SlowPathCount,
-    after_alloc_swap: Cell<bool>,
+    last: Cell<LastTrade>,
     /// The thread's allocations of the class ([`HotSlot::allocs`]) at its
-    /// last allocation's swap.
+    /// last spare swap (an allocation's or a free's).
     allocs_at_swap: Cell<u64>,
+    /// After an allocation's swap: the thread's allocations between its
+    /// previous trade, if that was a free's swap or split, and this swap
+    /// (`L` above); `u64::MAX` where unknown.
+    allocs_before_swap: Cell<u64>,
+}
+
+/// The kind of a thread's last trade of a class ([`SpareTrades`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LastTrade {
+    /// A barn trade, a refill, a flush, or none yet.
+    Elsewhere,
+    /// An allocation swapped the spare in.
+    AllocSwap,
+    /// A free swapped the spare in or split main.
+    FreeSwap,
 }
 
 impl SpareTrades {
     const fn new() -> Self {
         Self {
             swaps: SlowPathCount::new(),
-            after_alloc_swap: Cell::new(false),
+            last: Cell::new(LastTrade::Elsewhere),
             allocs_at_swap: Cell::new(0),
+            allocs_before_swap: Cell::new(u64::MAX),
         }
     }
 
@@ -249,45 +275,71 @@ impl SpareTrades {
     /// thread's allocation count of the class ([`HotSlot::allocs`]).
     pub(crate) fn alloc_swapped(&self, shared: &AtomicU64, allocs: u64) {
         self.swaps.count(shared);
-        self.after_alloc_swap.set(true);
+        let before = match self.last.get() {
+            LastTrade::FreeSwap => allocs.wrapping_sub(self.allocs_at_swap.get()),
+            LastTrade::Elsewhere | LastTrade::AllocSwap => u64::MAX,
+        };
+        self.allocs_before_swap.set(before);
+        self.last.set(LastTrade::AllocSwap);
         self.allocs_at_swap.set(allocs);
     }
 
-    /// A free swapped or split (counted as a spare swap).
-    pub(crate) fn free_swapped(&self, shared: &AtomicU64) {
+    /// A free swapped or split (counted as a spare swap), the thread's
+    /// allocation count of the class being `allocs`.
+    pub(crate) fn free_swapped(&self, shared: &AtomicU64, allocs: u64) {
         self.swaps.count(shared);
-        self.after_alloc_swap.set(false);
+        self.last.set(LastTrade::FreeSwap);
+        self.allocs_at_swap.set(allocs);
     }
 
     /// Any other trade: a barn trade, a refill, a flush.
     pub(crate) fn traded_elsewhere(&self) {
-        self.after_alloc_swap.set(false);
+        self.last.set(LastTrade::Elsewhere);
     }
 
     /// Whether a free that finds a main of `capacity` full and the spare
     /// empty splits main rather than swapping, the thread's allocation
     /// count of the class being `allocs` now; if so, how many objects the
-    /// new main keeps. A split is due right after an allocation's swap, if
-    /// the thread allocated at most three quarters of the capacity since:
-    /// a burst that took more leaves main no room for its own last frees
-    /// after any split, and a plain swap costs less. The new main keeps
-    /// what was allocated since the swap, at least half the capacity
-    /// (rounded up); never all of it (below `capacity` from 2 on; never
-    /// due at capacity 1). A count that went back (the counts were folded
-    /// into the cache at a flush) reads as large: no split.
+    /// new main keeps (from 1 to `capacity - 1`; never due below capacity
+    /// 2). Due only right after an allocation's swap:
+    ///
+    /// - If the burst is known (the swap followed a free-side trade), a
+    ///   split is due if it fits the capacity. Main keeps what the burst
+    ///   took since the swap, and half of the room the burst leaves: the
+    ///   burst's remaining frees (those of what it took before the swap)
+    ///   then fit in main, and the next burst's allocations come from it,
+    ///   with slack either way for bursts that vary.
+    /// - Otherwise, if the thread allocated at most three quarters of the
+    ///   capacity since the swap; main keeps what was allocated since, at
+    ///   least half the capacity (rounded up).
+    ///
+    /// A larger burst leaves main no room for its own last frees after any
+    /// split, and a plain swap costs less. A count that went back (the
+    /// counts were folded into the cache at a flush) reads as large: no
+    /// split.
     pub(crate) fn split(&self, allocs: u64, capacity: u32) -> Option<u32> {
-        if !self.after_alloc_swap.get() {
+        if self.last.get() != LastTrade::AllocSwap || capacity < 2 {
             return None;
         }
         let since_swap = allocs.wrapping_sub(self.allocs_at_swap.get());
-        // `capacity <= SHEAF_CAPACITY_MAX`: no overflow.
-        let three_quarters = capacity.wrapping_mul(3) / 4;
-        if since_swap > u64::from(three_quarters) {
-            return None;
-        }
-        let half = capacity.wrapping_sub(capacity / 2);
-        // At most three quarters of a `u32`: the cast is exact.
-        Some((since_swap as u32).max(half))
+        let before_swap = self.allocs_before_swap.get();
+        let capacity_64 = u64::from(capacity);
+        // Below, `burst <= capacity <= SHEAF_CAPACITY_MAX` and
+        // `since_swap <= burst`: no operation wraps.
+        let keep = if before_swap != u64::MAX {
+            let burst = since_swap.saturating_add(before_swap);
+            if burst > capacity_64 {
+                return None;
+            }
+            since_swap.wrapping_add(capacity_64.wrapping_sub(burst) / 2)
+        } else {
+            if since_swap > capacity_64.wrapping_mul(3) / 4 {
+                return None;
+            }
+            since_swap.max(capacity_64.wrapping_sub(capacity_64 / 2))
+        };
+        // `keep <= capacity` here: the cast is exact.
+        Some((keep as u32).clamp(1, capacity.wrapping_sub(1)))
     }
 }
 
@@ -476,7 +528,7 @@ impl<'a> ClassSheaves<'a> {
             unsafe { split(main, spare, keep) };
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare.as_ptr());
-            trades.free_swapped(&depot.counters().spare_swaps);
+            trades.free_swapped(&depot.counters().spare_swaps, self.hot.allocs());
             // The new main keeps fewer than `main_len`, but another thread
             // may have lowered the capacity since (`install` applies it).
             if self.push(object) {
@@ -492,7 +544,7 @@ impl<'a> ClassSheaves<'a> {
                 self.cold.spare.set(main.as_ptr());
                 self.install(depot, empty.as_ptr());
                 self.sync_capacity(depot);
-                trades.free_swapped(&depot.counters().spare_swaps);
+                trades.free_swapped(&depot.counters().spare_swaps, self.hot.allocs());
                 if self.push(object) {
                     return;
                 }
@@ -687,14 +739,40 @@ mod tests {
         // swapping allocation itself is counted after the swap).
         assert_eq!(trades.split(1001, 2), Some(1));
         assert_eq!(trades.split(1001, 1), None);
-        trades.free_swapped(&shared);
-        assert_eq!(trades.split(1001, 32), None);
+        trades.free_swapped(&shared, 1030);
+        assert_eq!(trades.split(1031, 32), None);
+        // The burst after a free's trade: 4 allocations, the swap, 26
+        // more. 26 is above three quarters of 32, but the burst of 30 fits
+        // the capacity: main keeps the 26 and half the 2 left.
+        trades.alloc_swapped(&shared, 1034);
+        assert_eq!(trades.split(1060, 32), Some(27));
+        // A burst of 20 (4 before the swap, 16 since): 16 + (32 - 20) / 2.
+        assert_eq!(trades.split(1050, 32), Some(22));
+        // A burst of exactly the capacity keeps what it took since the
+        // swap; one above the capacity swaps.
+        assert_eq!(trades.split(1062, 32), Some(28));
+        assert_eq!(trades.split(1063, 32), None);
+        // A known burst above the capacity swaps even if little of it came
+        // after the swap: 40 before it, 10 since.
+        trades.free_swapped(&shared, 1100);
+        trades.alloc_swapped(&shared, 1140);
+        assert_eq!(trades.split(1150, 32), None);
+        // After a swap that followed no free-side trade (here an
+        // allocation's swap), the burst is unknown: three quarters bound it.
+        trades.alloc_swapped(&shared, 1200);
+        assert_eq!(trades.split(1224, 32), Some(24));
+        assert_eq!(trades.split(1225, 32), None);
+        // Never the whole sheaf: a burst of the capacity that began with
+        // the swap keeps one slot for the free.
+        trades.free_swapped(&shared, 2000);
+        trades.alloc_swapped(&shared, 2000);
+        assert_eq!(trades.split(2032, 32), Some(31));
         trades.alloc_swapped(&shared, 0);
         trades.traded_elsewhere();
         assert_eq!(trades.split(1, 32), None);
         // Every swap, splits among them, reaches the counter.
         trades.swaps.publish(&shared);
-        assert_eq!(shared.load(Relaxed), 3);
+        assert_eq!(shared.load(Relaxed), 9);
     }
 
     #[test]
