@@ -14,8 +14,11 @@
 //! (the shape of `wl-sheafalloc churn-SIZExBURST`), for a warm-up; then
 //! 200,000 bursts are timed. For each thread it prints the time per
 //! buffer and where one burst's buffers lie: distinct 4 KiB pages, the
-//! span from the lowest to the highest address, and how many neighbours
-//! in allocation order are adjacent in memory. Across the timed window it
+//! span from the lowest to the highest address, how many neighbours in
+//! allocation order are adjacent in memory, and how the pages fall on the
+//! L2's physical page colours (frame numbers from `/proc/self/pagemap`,
+//! as root); then how many pages hold buffers of both threads' last
+//! bursts. Across the timed window it
 //! prints the class's own counters: when they show no slow path in either
 //! run, both ran the same instructions, and a difference in time is the
 //! buffers' placement.
@@ -83,6 +86,62 @@ fn placement(addresses: &[usize], slot: usize) -> String {
     )
 }
 
+/// How one burst's pages fall on the physical page colours of a 1 MiB,
+/// 16-way L2 (address bits 12–15 of the page frame: 16 colours), read from
+/// `/proc/self/pagemap` (frame numbers need root; otherwise unavailable).
+/// Pages of one colour share one sixteenth of the L2's sets.
+fn colours(addresses: &[usize]) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut pages: Vec<usize> = addresses.iter().map(|a| a >> 12).collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let Ok(mut map) = std::fs::File::open("/proc/self/pagemap") else {
+        return "page colours unavailable".into();
+    };
+    let mut per_colour = [0u32; 16];
+    for page in &pages {
+        let mut entry = [0u8; 8];
+        if map.seek(SeekFrom::Start(*page as u64 * 8)).is_err()
+            || map.read_exact(&mut entry).is_err()
+        {
+            return "page colours unavailable".into();
+        }
+        let frame = u64::from_le_bytes(entry) & ((1 << 55) - 1);
+        if frame == 0 {
+            return "page colours unavailable (frame numbers need root)".into();
+        }
+        per_colour[(frame & 15) as usize] += 1;
+    }
+    let used = per_colour.iter().filter(|&&n| n > 0).count();
+    let most = per_colour.iter().max().copied().unwrap_or(0);
+    format!("L2 page colours: {used} of 16 used, at most {most} pages on one")
+}
+
+/// 4 KiB pages that hold buffers of more than one thread's last burst: a
+/// hardware prefetcher that runs ahead within a page may pull lines of
+/// the other thread's buffers, and every such line then moves between the
+/// cores.
+fn shared_pages(bursts: &[Vec<usize>]) -> String {
+    let pages = |burst: &Vec<usize>| {
+        let mut pages: Vec<usize> = burst.iter().map(|a| a >> 12).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages
+    };
+    let all: Vec<Vec<usize>> = bursts.iter().map(pages).collect();
+    let shared = all.first().map_or(0, |first| {
+        first
+            .iter()
+            .filter(|page| {
+                all.iter()
+                    .skip(1)
+                    .any(|other| other.binary_search(page).is_ok())
+            })
+            .count()
+    });
+    format!("pages holding buffers of both threads' last bursts: {shared}")
+}
+
 fn main() {
     let burst_len = arg(1, 256) as usize;
     let size = arg(2, 256) as usize;
@@ -105,9 +164,11 @@ fn main() {
         sheafalloc::set_sheaf_capacity(&class, 64).expect("64 fits every small class");
     }
     let gate = Barrier::new(THREADS + 1);
+    let bursts = std::sync::Mutex::new(Vec::new());
     let before = std::thread::scope(|s| {
         for thread in 0..THREADS {
             let gate = &gate;
+            let bursts = &bursts;
             s.spawn(move || {
                 let mut buffers = vec![std::ptr::null_mut::<u8>(); burst_len];
                 let end = Instant::now() + warmup;
@@ -126,10 +187,12 @@ fn main() {
                 burst(&mut buffers, size);
                 let addresses: Vec<usize> = buffers.iter().map(|&p| p as usize).collect();
                 println!(
-                    "thread {thread}: {:.2} ns per buffer; one burst: {}",
+                    "thread {thread}: {:.2} ns per buffer; one burst: {}; {}",
                     ns / (f64::from(TIMED_BURSTS) * burst_len as f64),
-                    placement(&addresses, slot)
+                    placement(&addresses, slot),
+                    colours(&addresses)
                 );
+                bursts.lock().expect("no thread panicked").push(addresses);
             });
         }
         if staged > 0 {
@@ -142,6 +205,10 @@ fn main() {
         before
     });
     let after = sheafalloc::cache(&class).expect("the class exists");
+    println!(
+        "{}",
+        shared_pages(&bursts.into_inner().expect("no thread panicked"))
+    );
     let window = |count: fn(&sheafalloc::CacheSnapshot) -> u64| count(&after) - count(&before);
     println!(
         "{class} at capacity {} ({:?}), timed window: {} allocations, {} slow paths, \
