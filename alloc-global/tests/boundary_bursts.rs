@@ -10,10 +10,11 @@
 //! of a third of the capacity (which a split in halves also settles), one
 //! of three quarters (which it would not), and one of more than three
 //! quarters that fits the capacity (which a split bounded by three
-//! quarters of the capacity since the swap did not). The first burst here
-//! follows allocations the test keeps, so the thread cannot tell its size
-//! and it may end in a plain swap; from the third on they run without a
-//! slow path. And bursts settle after the capacity is raised in the middle
+//! quarters of the capacity since the swap did not). The thread reads a
+//! burst as its allocations since its last free-side trade; here the first
+//! burst follows allocations the test keeps, so it reads as larger than
+//! the capacity and may end in a plain swap; from the third on the bursts
+//! run without a slow path. And bursts settle after the capacity is raised in the middle
 //! of one, as the auto-tuner may: in per-CPU mode the drain leaves the
 //! CPU's sheaves at lengths that a plain swap kept crossing twice a burst
 //! (128 slow paths in 64 bursts). Asked of the CPU's sheaves in per-CPU
@@ -111,10 +112,10 @@ fn bursts_across_the_main_and_spare_boundary_settle_without_slow_paths() {
         2,
     );
     // More than three quarters, but the whole burst fits the capacity.
-    // The first burst's swap follows no free-side trade of the thread, so
-    // its size is unknown and it ends in a plain swap; the second's is
-    // known, and main keeps its part after the swap (without that, a plain
-    // swap took two slow paths in every burst here).
+    // The first burst reads as larger than the capacity (the test's kept
+    // allocations count in it) and ends in a plain swap; the second's size
+    // is known, and main keeps its part after the swap (without that, a
+    // plain swap took two slow paths in every burst here).
     bursts_across_the_boundary(
         Cache {
             name: "size-1024",
