@@ -290,11 +290,34 @@ pub unsafe fn flush<D: Depot>(depot: &D, node: NodeId, sheaf: &mut Sheaf) {
 /// 1. The caller owns `sheaf`, whose objects are free objects of this
 ///    class whose home is `node`, and does not touch it again.
 pub unsafe fn dispose<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) {
+    // SAFETY: duty 1.
+    unsafe { send_away(depot, node, sheaf, false) }
+}
+
+/// As [`dispose`], but a sheaf with any objects goes to the barn's full
+/// sheaves, not only a full one: the older part of a main sheaf split
+/// where the thread's bursts keep trading whole sheaves with the barn
+/// (`SpareTrades::put_keep`).
+///
+/// # Safety
+///
+/// 1. As [`dispose`].
+pub unsafe fn dispose_part<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>) {
+    // SAFETY: duty 1.
+    unsafe { send_away(depot, node, sheaf, true) }
+}
+
+/// [`dispose`] and [`dispose_part`].
+///
+/// # Safety
+///
+/// 1. As [`dispose`].
+unsafe fn send_away<D: Depot>(depot: &D, node: NodeId, sheaf: NonNull<Sheaf>, part: bool) {
     // SAFETY: duty 1: the caller owns the sheaf.
     let (len, capacity) = unsafe { ((*sheaf.as_ptr()).len, (*sheaf.as_ptr()).capacity) };
     let lane = depot.lane();
     if len > 0 {
-        if len == capacity {
+        if len == capacity || part {
             let mut barn = depot.barn(node).lock();
             // SAFETY: duty 1: owned, non-empty, this node and class.
             let refused = unsafe { barn.put_full(lane, sheaf) }.err();

@@ -124,6 +124,13 @@ fn bursts_across_the_main_and_spare_boundary_settle_without_slow_paths() {
         30,
         2,
     );
+    bursts_above_the_capacity_stop_trading_with_the_barn(
+        Cache {
+            name: "size-1536",
+            size: 1500,
+        },
+        40,
+    );
     bursts_settle_after_a_capacity_raise_in_the_middle_of_one(
         Cache {
             name: "size-896",
@@ -167,6 +174,63 @@ fn bursts_settle_after_a_capacity_raise_in_the_middle_of_one(cache: Cache, burst
                     start,
                     "{BURSTS} bursts after the raise took no slow path (a plain swap \
                      can take two in each for ever)"
+                );
+            })
+            .join()
+            .expect("the bursts' thread");
+    });
+}
+
+/// Barn trades (gets and puts, hits and misses) of `cache`.
+fn barn_trades(cache: Cache) -> u64 {
+    let c = sheafalloc::cache(cache.name).expect("the cache exists");
+    c.barn_get_hits + c.barn_get_misses + c.barn_put_hits + c.barn_put_misses
+}
+
+/// Bursts between one and two capacities, from a thread that holds a
+/// burst's worth less two objects: whole-sheaf trades keep what it holds
+/// at that count modulo the capacity (two, 34, 66 at capacity 32), so
+/// every burst of 40 would take a full sheaf from the barn and give one
+/// back (four slow paths, for ever). Main keeping part of its objects at
+/// the put moves the thread to a count that holds the burst: after a few
+/// bursts, no barn trade, and no more than the two spare swaps per burst
+/// that a burst larger than one sheaf needs.
+fn bursts_above_the_capacity_stop_trading_with_the_barn(cache: Cache, burst: usize) {
+    assert!(CAPACITY < burst && burst <= 7 * CAPACITY / 4);
+    sheafalloc::set_sheaf_capacity(cache.name, CAPACITY as u64).expect("a valid capacity");
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                common::pin_to_cpu(0);
+                // Main and spare full (64 held), then 30 kept: 34 held.
+                check_and_free(cache, allocate(cache, 2 * CAPACITY, 0), 0);
+                let kept = allocate(cache, 30, 1);
+                let start = (slow_paths(cache), barn_trades(cache));
+                for generation in 0..4 {
+                    let objects = allocate(cache, burst, 2 + generation);
+                    check_and_free(cache, objects, 2 + generation);
+                }
+                let settled = (slow_paths(cache), barn_trades(cache));
+                for generation in 4..BURSTS {
+                    let objects = allocate(cache, burst, 2 + generation);
+                    check_and_free(cache, objects, 2 + generation);
+                }
+                let end = (slow_paths(cache), barn_trades(cache));
+                check_and_free(cache, kept, 1);
+                assert!(
+                    settled.1 > start.1,
+                    "the first bursts traded with the barn: {start:?} → {settled:?}"
+                );
+                assert_eq!(
+                    end.1,
+                    settled.1,
+                    "the {} bursts after the first 4 traded no sheaf with the barn \
+                     (whole-sheaf trades: two in each)",
+                    BURSTS - 4
+                );
+                assert!(
+                    end.0 .0 - settled.0 .0 <= 2 * (BURSTS - 4),
+                    "at most two slow paths per burst after the first 4: {settled:?} → {end:?}"
                 );
             })
             .join()

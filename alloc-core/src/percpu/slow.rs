@@ -249,7 +249,7 @@ pub unsafe fn alloc_slow(
             continue;
         }
         // 2. A full sheaf from the barn, else 3. one refilled from the slabs.
-        trades.traded_elsewhere();
+        trades.alloc_took_full();
         let full = match exchange::take_full_alone(&depot, node) {
             Some(full) => full,
             None => {
@@ -374,11 +374,18 @@ pub unsafe fn free_slow(
             continue;
         }
         // 3. Both full: the main sheaf goes to the barn (or the slabs), an
-        // empty one takes its place.
-        trades.traded_elsewhere();
+        // empty one takes its place; where the thread's bursts would trade
+        // whole sheaves with the barn in every burst, main keeps part of
+        // its objects (`SpareTrades::put_keep`).
+        let keep = trades.put_keep(allocs, depot.sheaf_capacity());
+        trades.put_main(allocs);
         let Some(empty) = exchange::empty_sheaf(&depot, node, depot.sheaf_capacity()) else {
             break;
         };
+        if let (Some(full), Some(keep)) = (real(main), keep) {
+            put_part_of_main(&here, &depot, full, empty, keep);
+            continue;
+        }
         if here.replace(Slot::Main, main, empty.as_ptr()) {
             if let Some(full) = real(main) {
                 // SAFETY: ours now; objects of this class at home `node`.
@@ -433,6 +440,36 @@ fn split_main(
         here.park(depot, spare.as_ptr());
     }
     here.park(depot, main.as_ptr());
+}
+
+/// Step 3 of [`free_slow`] where main keeps part of its objects
+/// (`SpareTrades::put_keep`): main is detached, its `keep` most recently
+/// freed objects move into `empty`, which goes back as main, and main,
+/// with the rest, goes to the barn. A slot another thread of this CPU
+/// filled meanwhile, or a move to another CPU, sends a sheaf to
+/// [`Here::park`] instead.
+fn put_part_of_main(
+    here: &Here<'_>,
+    depot: &ClassDepot,
+    main: NonNull<Sheaf>,
+    empty: NonNull<Sheaf>,
+    keep: u32,
+) {
+    if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
+        // SAFETY: ours and empty, from `exchange::empty_sheaf`.
+        unsafe { exchange::dispose(depot, here.node(), empty) };
+        return;
+    }
+    // SAFETY: `main` detached by the replace above, `empty` ours: both
+    // hold objects of this class whose home is the CPU's node.
+    unsafe { sheaves::split(main, empty, keep) };
+    if !here.replace(Slot::Main, empty_sheaf(), empty.as_ptr()) {
+        here.park(depot, empty.as_ptr());
+    }
+    // SAFETY: ours (detached above), objects of this class at home
+    // `node`; other threads of this CPU may have popped from it before it
+    // was detached: any length goes.
+    unsafe { exchange::dispose_part(depot, here.node(), main) };
 }
 
 /// Batches an object whose home is another node in the CPU's remote slot;

@@ -248,6 +248,16 @@ pub struct SpareTrades {
     /// previous trade, if that was a free's swap or split, and this swap
     /// (`L` above); `u64::MAX` where unknown.
     allocs_before_swap: Cell<u64>,
+    /// Whether an allocation of the thread took a sheaf of objects from
+    /// the barn or the slabs since its last put of a full main
+    /// ([`Self::put_keep`]).
+    took_full: Cell<bool>,
+    /// The thread's allocations of the class at its last put of a full
+    /// main; `u64::MAX` before the first.
+    allocs_at_put: Cell<u64>,
+    /// Whether the thread had taken a sheaf of objects before its last
+    /// put too: the get-and-put cycle repeats.
+    put_after_take: Cell<bool>,
 }
 
 /// The kind of a thread's last trade of a class ([`SpareTrades`]).
@@ -268,6 +278,9 @@ impl SpareTrades {
             last: Cell::new(LastTrade::Elsewhere),
             allocs_at_swap: Cell::new(0),
             allocs_before_swap: Cell::new(u64::MAX),
+            took_full: Cell::new(false),
+            allocs_at_put: Cell::new(u64::MAX),
+            put_after_take: Cell::new(false),
         }
     }
 
@@ -292,9 +305,60 @@ impl SpareTrades {
         self.allocs_at_swap.set(allocs);
     }
 
-    /// Any other trade: a barn trade, a refill, a flush.
-    pub(crate) fn traded_elsewhere(&self) {
+    /// An allocation found both sheaves empty and takes a sheaf of objects
+    /// from the barn or the slabs.
+    pub(crate) fn alloc_took_full(&self) {
         self.last.set(LastTrade::Elsewhere);
+        self.took_full.set(true);
+    }
+
+    /// A free found both sheaves full: main goes to the barn (all of it,
+    /// or what [`Self::put_keep`] did not keep), the thread's allocation
+    /// count of the class being `allocs`.
+    pub(crate) fn put_main(&self, allocs: u64) {
+        self.last.set(LastTrade::Elsewhere);
+        self.put_after_take.set(self.took_full.replace(false));
+        self.allocs_at_put.set(allocs);
+    }
+
+    /// When a free finds both sheaves of `capacity` full, whether main
+    /// keeps some of its objects (how many) and sends only the rest to the
+    /// barn, the thread's allocation count of the class being `allocs`.
+    ///
+    /// A thread whose bursts run between one and two capacities can hold a
+    /// burst in its two sheaves, but whole-sheaf trades move what it holds
+    /// by a capacity at a time: holding `H` objects at the start of a burst
+    /// of `B > H`, it takes a full sheaf from the barn (`H + C`), and its
+    /// frees then overflow both sheaves and send one back (`H` again), two
+    /// barn trades besides the two spare swaps in every burst, for ever.
+    /// Keeping part of main at the put moves `H` by less than a capacity,
+    /// so the next burst fits. Due only when the thread took a sheaf of
+    /// objects since its previous put and before it (the cycle repeats: a
+    /// thread whose allocations and frees only wander, as larson's, took
+    /// more slow paths with partial puts on every take-then-put), and the
+    /// allocation count at the previous put measures the burst: for a
+    /// burst up to 7/4 of the capacity, main sends
+    /// `(2C - B) / 2` objects (at least one) to the barn and keeps the rest,
+    /// so the thread holds about `C + B / 2` (between `B` and `2C`) after
+    /// the burst's frees; a larger burst trades whole sheaves.
+    pub(crate) fn put_keep(&self, allocs: u64, capacity: u32) -> Option<u32> {
+        let at_put = self.allocs_at_put.get();
+        if !self.took_full.get() || !self.put_after_take.get() || at_put == u64::MAX || capacity < 2
+        {
+            return None;
+        }
+        // A count that went back reads as large: a whole put.
+        let burst = allocs.wrapping_sub(at_put);
+        let capacity_64 = u64::from(capacity);
+        // `capacity <= SHEAF_CAPACITY_MAX`: no product wraps; below,
+        // `burst <= 7/4 capacity`, so the subtraction does not either.
+        if burst > capacity_64.wrapping_mul(7) / 4 {
+            return None;
+        }
+        let sent = (capacity_64.wrapping_mul(2).wrapping_sub(burst) / 2)
+            .clamp(1, capacity_64.wrapping_sub(1));
+        // `sent < capacity`: the cast is exact.
+        Some(capacity.wrapping_sub(sent as u32))
     }
 
     /// Whether a free that finds a main of `capacity` full and the spare
@@ -470,7 +534,7 @@ impl<'a> ClassSheaves<'a> {
                 .alloc_swapped(&depot.counters().spare_swaps, self.hot.allocs());
             return self.pop().unwrap_or(ptr::null_mut());
         }
-        self.cold.spare_trades.traded_elsewhere();
+        self.cold.spare_trades.alloc_took_full();
         // 2. Trade the empty main for a full sheaf at the barn.
         // SAFETY: main is owned, stashed and empty (`pop` failed), of this
         // class and node.
@@ -552,8 +616,29 @@ impl<'a> ClassSheaves<'a> {
                 return unsafe { self.free_to_slabs(depot, node, object) };
             }
         } else {
-            // 3. Both full: trade main for an empty sheaf at the barn.
-            trades.traded_elsewhere();
+            // 3. Both full: main goes to the barn, part of it where the
+            // thread's bursts would trade whole sheaves with the barn in
+            // every burst (`SpareTrades::put_keep`), else all of it, for an
+            // empty sheaf.
+            let keep = trades.put_keep(self.hot.allocs(), main_len);
+            trades.put_main(self.hot.allocs());
+            if let Some(keep) = keep {
+                if let Some(fresh) = exchange::empty_sheaf(depot, node, depot.sheaf_capacity()) {
+                    // SAFETY: main is owned and stashed, `fresh` ours and
+                    // empty, both of this class and node.
+                    unsafe { split(main, fresh, keep) };
+                    self.install(depot, fresh.as_ptr());
+                    self.sync_capacity(depot);
+                    // SAFETY: no longer installed: ours, with the older
+                    // `main_len - keep > 0` objects; not touched again.
+                    unsafe { exchange::dispose_part(depot, node, main) };
+                    if self.push(object) {
+                        return;
+                    }
+                    // SAFETY: duty 1.
+                    return unsafe { self.free_to_slabs(depot, node, object) };
+                }
+            }
             // SAFETY: main is owned, stashed, full (len > 0), of this class
             // and node.
             if let Ok(empty) = unsafe { exchange::put_full(depot, node, main) } {
@@ -720,6 +805,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn main_keeps_part_at_a_put_only_after_taking_a_full_sheaf_in_a_burst_it_can_hold() {
+        let trades = SpareTrades::new();
+        // No put yet: the burst is unknown; a whole put.
+        assert_eq!(trades.put_keep(100, 227), None);
+        // A put with no take before it, then a take: the cycle has not
+        // repeated yet, a whole put.
+        trades.put_main(500);
+        trades.alloc_took_full();
+        assert_eq!(trades.put_keep(756, 227), None);
+        trades.put_main(1000);
+        // No sheaf taken since the put: a whole put.
+        assert_eq!(trades.put_keep(1256, 227), None);
+        // A burst of 256 at 227 that took a full sheaf: main sends
+        // (454 - 256) / 2 = 99 to the barn and keeps 128.
+        trades.alloc_took_full();
+        assert_eq!(trades.put_keep(1256, 227), Some(128));
+        // Up to 7/4 of the capacity (397): sends 28, keeps 199; above, a
+        // whole put; a count that went back reads as large.
+        assert_eq!(trades.put_keep(1397, 227), Some(199));
+        assert_eq!(trades.put_keep(1398, 227), None);
+        assert_eq!(trades.put_keep(999, 227), None);
+        // A short burst: at most capacity - 1 sent, at least one kept.
+        assert_eq!(trades.put_keep(1000, 227), Some(1));
+        assert_eq!(trades.put_keep(1003, 2), Some(1));
+        assert_eq!(trades.put_keep(1001, 1), None);
+        // The put itself ends the burst: the next needs a new full sheaf.
+        trades.put_main(1256);
+        assert_eq!(trades.put_keep(1512, 227), None);
+        trades.alloc_took_full();
+        assert_eq!(trades.put_keep(1512, 227), Some(128));
+    }
+
+    #[test]
     fn a_split_is_due_only_right_after_an_allocations_swap_and_keeps_what_the_burst_took() {
         let trades = SpareTrades::new();
         let shared = AtomicU64::new(0);
@@ -768,7 +886,7 @@ mod tests {
         trades.alloc_swapped(&shared, 2000);
         assert_eq!(trades.split(2032, 32), Some(31));
         trades.alloc_swapped(&shared, 0);
-        trades.traded_elsewhere();
+        trades.alloc_took_full();
         assert_eq!(trades.split(1, 32), None);
         // Every swap, splits among them, reaches the counter.
         trades.swaps.publish(&shared);
