@@ -197,41 +197,50 @@ fn barn_trades(cache: Cache) -> u64 {
 /// that a burst larger than one sheaf needs.
 fn bursts_above_the_capacity_stop_trading_with_the_barn(cache: Cache, burst: usize) {
     assert!(CAPACITY < burst && burst <= 7 * CAPACITY / 4);
+    on_cpu_0_with_full_sheaves(cache, || {
+        // 64 held, then 30 kept: 34 held.
+        let kept = allocate(cache, 30, 1);
+        let start = (slow_paths(cache), barn_trades(cache));
+        for generation in 0..4 {
+            let objects = allocate(cache, burst, 2 + generation);
+            check_and_free(cache, objects, 2 + generation);
+        }
+        let settled = (slow_paths(cache), barn_trades(cache));
+        for generation in 4..BURSTS {
+            let objects = allocate(cache, burst, 2 + generation);
+            check_and_free(cache, objects, 2 + generation);
+        }
+        let end = (slow_paths(cache), barn_trades(cache));
+        check_and_free(cache, kept, 1);
+        assert!(
+            settled.1 > start.1,
+            "the first bursts traded with the barn: {start:?} → {settled:?}"
+        );
+        assert_eq!(
+            end.1,
+            settled.1,
+            "the {} bursts after the first 4 traded no sheaf with the barn \
+                     (whole-sheaf trades: two in each)",
+            BURSTS - 4
+        );
+        assert!(
+            end.0 .0 - settled.0 .0 <= 2 * (BURSTS - 4),
+            "at most two slow paths per burst after the first 4: {settled:?} → {end:?}"
+        );
+    });
+}
+
+/// Runs `body` on a thread pinned to CPU 0 (alone with its CPU's cache in
+/// per-CPU mode) after setting `cache` to `CAPACITY` and filling its main
+/// and spare sheaves (two sheaves' worth allocated and freed).
+fn on_cpu_0_with_full_sheaves(cache: Cache, body: impl FnOnce() + Send) {
     sheafalloc::set_sheaf_capacity(cache.name, CAPACITY as u64).expect("a valid capacity");
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
                 common::pin_to_cpu(0);
-                // Main and spare full (64 held), then 30 kept: 34 held.
                 check_and_free(cache, allocate(cache, 2 * CAPACITY, 0), 0);
-                let kept = allocate(cache, 30, 1);
-                let start = (slow_paths(cache), barn_trades(cache));
-                for generation in 0..4 {
-                    let objects = allocate(cache, burst, 2 + generation);
-                    check_and_free(cache, objects, 2 + generation);
-                }
-                let settled = (slow_paths(cache), barn_trades(cache));
-                for generation in 4..BURSTS {
-                    let objects = allocate(cache, burst, 2 + generation);
-                    check_and_free(cache, objects, 2 + generation);
-                }
-                let end = (slow_paths(cache), barn_trades(cache));
-                check_and_free(cache, kept, 1);
-                assert!(
-                    settled.1 > start.1,
-                    "the first bursts traded with the barn: {start:?} → {settled:?}"
-                );
-                assert_eq!(
-                    end.1,
-                    settled.1,
-                    "the {} bursts after the first 4 traded no sheaf with the barn \
-                     (whole-sheaf trades: two in each)",
-                    BURSTS - 4
-                );
-                assert!(
-                    end.0 .0 - settled.0 .0 <= 2 * (BURSTS - 4),
-                    "at most two slow paths per burst after the first 4: {settled:?} → {end:?}"
-                );
+                body();
             })
             .join()
             .expect("the bursts' thread");
@@ -242,44 +251,35 @@ fn bursts_above_the_capacity_stop_trading_with_the_barn(cache: Cache, burst: usi
 /// which those after the first `settle` take no slow path.
 fn bursts_across_the_boundary(cache: Cache, burst: usize, settle: u64) {
     assert!(LEFT < burst && burst <= CAPACITY);
-    sheafalloc::set_sheaf_capacity(cache.name, CAPACITY as u64).expect("a valid capacity");
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                common::pin_to_cpu(0);
-                // Two sheaves' worth out and back: main and spare end full.
-                check_and_free(cache, allocate(cache, 2 * CAPACITY, 0), 0);
-                // Main keeps `LEFT`: the first burst crosses into the spare.
-                let kept = allocate(cache, CAPACITY - LEFT, 1);
-                let start = slow_paths(cache);
-                let mut after_first = start;
-                let mut settled = start;
-                for generation in 0..BURSTS {
-                    let objects = allocate(cache, burst, 2 + generation);
-                    check_and_free(cache, objects, 2 + generation);
-                    if generation == 0 {
-                        after_first = slow_paths(cache);
-                    }
-                    if generation + 1 == settle {
-                        settled = slow_paths(cache);
-                    }
-                }
-                let end = slow_paths(cache);
-                check_and_free(cache, kept, 1);
-                assert!(
-                    after_first.0 >= start.0 + 2 && after_first.1 >= start.1 + 2,
-                    "the first burst crossed the boundary (an allocation's swap, \
+    on_cpu_0_with_full_sheaves(cache, || {
+        // Main keeps `LEFT`: the first burst crosses into the spare.
+        let kept = allocate(cache, CAPACITY - LEFT, 1);
+        let start = slow_paths(cache);
+        let mut after_first = start;
+        let mut settled = start;
+        for generation in 0..BURSTS {
+            let objects = allocate(cache, burst, 2 + generation);
+            check_and_free(cache, objects, 2 + generation);
+            if generation == 0 {
+                after_first = slow_paths(cache);
+            }
+            if generation + 1 == settle {
+                settled = slow_paths(cache);
+            }
+        }
+        let end = slow_paths(cache);
+        check_and_free(cache, kept, 1);
+        assert!(
+            after_first.0 >= start.0 + 2 && after_first.1 >= start.1 + 2,
+            "the first burst crossed the boundary (an allocation's swap, \
                      then the free's split): {start:?} → {after_first:?}"
-                );
-                assert_eq!(
-                    end,
-                    settled,
-                    "the {} bursts after the first {settle} took no slow path and \
+        );
+        assert_eq!(
+            end,
+            settled,
+            "the {} bursts after the first {settle} took no slow path and \
                      traded no sheaf (a plain swap would take two in each)",
-                    BURSTS - settle
-                );
-            })
-            .join()
-            .expect("the bursts' thread");
+            BURSTS - settle
+        );
     });
 }
