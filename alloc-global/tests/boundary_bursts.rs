@@ -187,9 +187,9 @@ fn barn_trades(cache: Cache) -> u64 {
     c.barn_get_hits + c.barn_get_misses + c.barn_put_hits + c.barn_put_misses
 }
 
-/// Bursts between one and two capacities, from a thread that holds a
-/// burst's worth less two objects: whole-sheaf trades keep what it holds
-/// at that count modulo the capacity (two, 34, 66 at capacity 32), so
+/// Bursts between one and two capacities, from a thread that holds fewer
+/// objects than a burst (34 for bursts of 40): whole-sheaf trades keep what
+/// it holds at that count modulo the capacity (2, 34, 66 at capacity 32), so
 /// every burst of 40 would take a full sheaf from the barn and give one
 /// back (four slow paths, for ever). Main keeping part of its objects at
 /// the put moves the thread to a count that holds the burst: after a few
