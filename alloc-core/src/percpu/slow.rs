@@ -428,26 +428,18 @@ fn split_main(
         return;
     }
     let spare = sync_capacity(depot, spare);
-    if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
+    if !split_off_main(here, depot, main, spare, keep) {
         here.park(depot, spare.as_ptr());
         return;
     }
-    // SAFETY: both detached by the replaces above: ours, objects of this
-    // class whose home is the CPU's node.
-    unsafe { sheaves::split(main, spare, keep) };
     trades.free_swapped(&depot.counters().spare_swaps, allocs);
-    if !here.replace(Slot::Main, empty_sheaf(), spare.as_ptr()) {
-        here.park(depot, spare.as_ptr());
-    }
     here.park(depot, main.as_ptr());
 }
 
 /// Step 3 of [`free_slow`] where main keeps part of its objects
-/// (`SpareTrades::put_keep`): main is detached, its `keep` most recently
-/// freed objects move into `empty`, which goes back as main, and main,
-/// with the rest, goes to the barn. A slot another thread of this CPU
-/// filled meanwhile, or a move to another CPU, sends a sheaf to
-/// [`Here::park`] instead.
+/// (`SpareTrades::put_keep`): main's `keep` most recently freed objects
+/// move into `empty`, which goes back as main, and main, with the rest,
+/// goes to the barn.
 fn put_part_of_main(
     here: &Here<'_>,
     depot: &ClassDepot,
@@ -455,21 +447,41 @@ fn put_part_of_main(
     empty: NonNull<Sheaf>,
     keep: u32,
 ) {
-    if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
+    if !split_off_main(here, depot, main, empty, keep) {
         // SAFETY: ours and empty, from `exchange::empty_sheaf`.
         unsafe { exchange::dispose(depot, here.node(), empty) };
         return;
     }
-    // SAFETY: `main` detached by the replace above, `empty` ours: both
-    // hold objects of this class whose home is the CPU's node.
-    unsafe { sheaves::split(main, empty, keep) };
-    if !here.replace(Slot::Main, empty_sheaf(), empty.as_ptr()) {
-        here.park(depot, empty.as_ptr());
-    }
-    // SAFETY: ours (detached above), objects of this class at home
-    // `node`; other threads of this CPU may have popped from it before it
-    // was detached: any length goes.
+    // SAFETY: ours (detached), objects of this class at home `node`; other
+    // threads of this CPU may have popped from it before it was detached:
+    // any length goes.
     unsafe { exchange::dispose_part(depot, here.node(), main) };
+}
+
+/// Detaches the CPU's main sheaf `main`, moves its `keep` most recently
+/// freed objects into `into` (the caller's, detached, of this class and
+/// node) and installs `into` as main; a slot another thread of this CPU
+/// filled meanwhile, or a move to another CPU, sends `into` to
+/// [`Here::park`] instead. False, with nothing moved and both sheaves
+/// where they were, if `main` was no longer in its slot; true when `main`
+/// is the caller's, with the rest of its objects.
+fn split_off_main(
+    here: &Here<'_>,
+    depot: &ClassDepot,
+    main: NonNull<Sheaf>,
+    into: NonNull<Sheaf>,
+    keep: u32,
+) -> bool {
+    if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
+        return false;
+    }
+    // SAFETY: `main` detached by the replace above, `into` the caller's:
+    // both hold objects of this class whose home is the CPU's node.
+    unsafe { sheaves::split(main, into, keep) };
+    if !here.replace(Slot::Main, empty_sheaf(), into.as_ptr()) {
+        here.park(depot, into.as_ptr());
+    }
+    true
 }
 
 /// Batches an object whose home is another node in the CPU's remote slot;
