@@ -575,6 +575,8 @@ impl<'a> ClassSheaves<'a> {
         }
         let spare = self.cold.spare.get();
         let trades = &self.cold.spare_trades;
+        // Frees do not move it: one count for every decision below.
+        let allocs = self.hot.allocs();
         // SAFETY: the spare is owned by this thread.
         let spare_room = NonNull::new(spare).map(|s| unsafe {
             let s = s.as_ref();
@@ -584,7 +586,7 @@ impl<'a> ClassSheaves<'a> {
         let main_len = unsafe { main.as_ref() }.len;
         let split_keep = spare_room
             .filter(|&(len, _)| len == 0)
-            .and_then(|_| trades.split(self.hot.allocs(), main_len));
+            .and_then(|_| trades.split(allocs, main_len));
         if let (Some(spare), Some(keep)) = (NonNull::new(spare), split_keep) {
             // 1. Right after an allocation's swap: split (`SpareTrades`).
             // SAFETY: main and spare are owned, stashed, of this class and
@@ -592,7 +594,7 @@ impl<'a> ClassSheaves<'a> {
             unsafe { split(main, spare, keep) };
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare.as_ptr());
-            trades.free_swapped(&depot.counters().spare_swaps, self.hot.allocs());
+            trades.free_swapped(&depot.counters().spare_swaps, allocs);
             // The new main keeps fewer than `main_len`, but another thread
             // may have lowered the capacity since (`install` applies it).
             if self.push(object) {
@@ -608,7 +610,7 @@ impl<'a> ClassSheaves<'a> {
                 self.cold.spare.set(main.as_ptr());
                 self.install(depot, empty.as_ptr());
                 self.sync_capacity(depot);
-                trades.free_swapped(&depot.counters().spare_swaps, self.hot.allocs());
+                trades.free_swapped(&depot.counters().spare_swaps, allocs);
                 if self.push(object) {
                     return;
                 }
@@ -620,8 +622,8 @@ impl<'a> ClassSheaves<'a> {
             // thread's bursts would trade whole sheaves with the barn in
             // every burst (`SpareTrades::put_keep`), else all of it, for an
             // empty sheaf.
-            let keep = trades.put_keep(self.hot.allocs(), main_len);
-            trades.put_main(self.hot.allocs());
+            let keep = trades.put_keep(allocs, main_len);
+            trades.put_main(allocs);
             if let Some(keep) = keep {
                 if let Some(fresh) = exchange::empty_sheaf(depot, node, depot.sheaf_capacity()) {
                     // SAFETY: main is owned and stashed, `fresh` ours and
