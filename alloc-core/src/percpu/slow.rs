@@ -23,7 +23,7 @@ use crate::node::NodeId;
 use crate::os;
 use crate::sheaf::Sheaf;
 use crate::size_class::SizeClass;
-use crate::thread_cache::sheaves::{self, SpareTrades};
+use crate::thread_cache::sheaves::{self, ClassCounts, SpareTrades};
 
 /// Attempts before an operation goes straight to the slabs.
 const ATTEMPTS: usize = 8;
@@ -170,31 +170,31 @@ unsafe fn swap_in_spare(
     depot: &ClassDepot,
     has: SpareHas,
     trades: &SpareTrades,
-    allocs: u64,
+    counts: ClassCounts,
 ) -> bool {
     // SAFETY: duty 1.
     let swapped = unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) };
     if swapped {
-        count_swap(depot, has, trades, allocs);
+        count_swap(depot, has, trades, counts);
     }
     swapped
 }
 
 /// Counts a spare swap of an allocation (`Objects`) or a free (`Room`);
-/// `allocs` is the thread's allocation count of the class.
-fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades, allocs: u64) {
+/// `counts` are the thread's counts of the class.
+fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades, counts: ClassCounts) {
     let shared = &depot.counters().spare_swaps;
     match has {
-        SpareHas::Objects => trades.alloc_swapped(shared, allocs),
-        SpareHas::Room => trades.free_swapped(shared, allocs),
+        SpareHas::Objects => trades.alloc_swapped(shared, counts),
+        SpareHas::Room => trades.free_swapped(shared, counts.allocs),
     }
 }
 
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
 /// `class` is empty. Null only if the OS refuses memory. Spare swaps are
 /// counted in `trades`, the calling thread's for the class (added to the
-/// shared counter in batches: no locked add per swap), with `allocs`, the
-/// thread's allocation count of the class; the thread's GS base `gs`
+/// shared counter in batches: no locked add per swap), with `counts`, the
+/// thread's counts of the class; the thread's GS base `gs`
 /// follows the CPU the path finds it on.
 ///
 /// # Safety
@@ -206,7 +206,7 @@ pub unsafe fn alloc_slow(
     class: SizeClass,
     gs: &ThreadGs,
     trades: &SpareTrades,
-    allocs: u64,
+    counts: ClassCounts,
 ) -> *mut u8 {
     let depot = ClassDepot::of(class);
     for attempt in 0..ATTEMPTS {
@@ -221,7 +221,7 @@ pub unsafe fn alloc_slow(
         // 0. The spare has objects and the cache's capacity: one section
         // swaps it in.
         // SAFETY: duty 1.
-        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, trades, allocs) } {
+        if unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Objects, trades, counts) } {
             continue;
         }
         let Some(here) = Here::now(rseq, class, gs) else {
@@ -240,7 +240,7 @@ pub unsafe fn alloc_slow(
                 let spare =
                     real(spare).map_or(spare, |owned| sync_capacity(&depot, owned).as_ptr());
                 if here.replace(Slot::Main, main, spare) {
-                    count_swap(&depot, SpareHas::Objects, trades, allocs);
+                    count_swap(&depot, SpareHas::Objects, trades, counts);
                     here.park(&depot, main);
                 } else {
                     here.park(&depot, spare);
@@ -296,7 +296,7 @@ pub unsafe fn free_slow(
     object: *mut u8,
     gs: &ThreadGs,
     trades: &SpareTrades,
-    allocs: u64,
+    counts: ClassCounts,
 ) {
     let depot = ClassDepot::of(class);
     let Some(home) = crate::arena::home_node(object as usize) else {
@@ -331,10 +331,10 @@ pub unsafe fn free_slow(
         // 0. A spare with room and the cache's capacity: one section swaps
         // it in. Not right after this thread's allocation swapped, when an
         // empty spare splits main instead (`SpareTrades`).
-        let split_keep = trades.split(allocs, depot.sheaf_capacity());
+        let split_keep = trades.split(counts, depot.sheaf_capacity());
         if split_keep.is_none()
             // SAFETY: duty 1.
-            && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades, allocs) }
+            && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades, counts) }
         {
             continue;
         }
@@ -351,7 +351,7 @@ pub unsafe fn free_slow(
             (real(main), real(spare), spare_len, split_keep)
         {
             // 1. Right after an allocation's swap: split.
-            split_main(&here, &depot, full, empty, keep, trades, allocs);
+            split_main(&here, &depot, full, empty, keep, trades, counts.allocs);
             continue;
         }
         if real(spare).is_none() || spare_len < spare_capacity {
@@ -366,7 +366,7 @@ pub unsafe fn free_slow(
             };
             let with_room = sync_capacity(&depot, with_room);
             if here.replace(Slot::Main, main, with_room.as_ptr()) {
-                count_swap(&depot, SpareHas::Room, trades, allocs);
+                count_swap(&depot, SpareHas::Room, trades, counts);
                 here.park(&depot, main);
             } else {
                 here.park(&depot, with_room.as_ptr());
@@ -377,8 +377,8 @@ pub unsafe fn free_slow(
         // empty one takes its place; where the thread's bursts would trade
         // whole sheaves with the barn in every burst, main keeps part of
         // its objects (`SpareTrades::put_keep`).
-        let keep = trades.put_keep(allocs, depot.sheaf_capacity());
-        trades.put_main(allocs);
+        let keep = trades.put_keep(counts.allocs, depot.sheaf_capacity());
+        trades.put_main(counts.allocs);
         let Some(empty) = exchange::empty_sheaf(&depot, node, depot.sheaf_capacity()) else {
             break;
         };

@@ -232,7 +232,7 @@ mod engine {
                         class,
                         &self.gs,
                         &self.cold(class).spare_trades,
-                        self.hot(class).allocs(),
+                        self.hot(class).counts(),
                     )
                 };
                 if !object.is_null() {
@@ -268,6 +268,9 @@ mod engine {
                 .count(&cache(class).counters.slow_path_frees);
             let rseq = self.rseq.get();
             if self.uses_cpu_caches() {
+                // Before this free is counted: what the slow path's
+                // decisions read (`SpareTrades::split`).
+                let counts = self.hot(class).counts();
                 self.hot(class).count_free();
                 // SAFETY: the thread's rseq area, in per-CPU mode; duty 1.
                 return unsafe {
@@ -277,7 +280,7 @@ mod engine {
                         object,
                         &self.gs,
                         &self.cold(class).spare_trades,
-                        self.hot(class).allocs(),
+                        counts,
                     )
                 };
             }

@@ -98,10 +98,13 @@ impl HotSlot {
             .store(self.allocs.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
-    /// Allocations of this class the thread has made (since its last
-    /// `take_counts`).
-    pub(crate) fn allocs(&self) -> u64 {
-        self.allocs.load(Relaxed)
+    /// Allocations and frees of this class the thread has made (since its
+    /// last `take_counts`).
+    pub(crate) fn counts(&self) -> ClassCounts {
+        ClassCounts {
+            allocs: self.allocs.load(Relaxed),
+            frees: self.frees.load(Relaxed),
+        }
     }
 
     /// Counts a free that did not go through `push` (remote, straight to
@@ -152,6 +155,16 @@ impl Default for HotSlot {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A thread's allocation and free counts of one class ([`HotSlot`]), as a
+/// slow path reads them: the frees do not count a free in progress.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounts {
+    /// Allocations of the class.
+    pub allocs: u64,
+    /// Frees of the class.
+    pub frees: u64,
 }
 
 /// What a statistics reader may see of one slot.
@@ -226,9 +239,18 @@ impl ColdSlot {
 /// When the swap followed one of its free-side trades (the previous burst
 /// ended in a free's swap or split), the allocations between the two are
 /// `L`, those since the swap `B - L`: the burst is known. If it fits the
-/// capacity, main keeps `B - L` and half the room left (`C - B`): the
-/// burst's last `L` frees then fit, the next burst comes out of main, and
-/// bursts that vary a little have slack both ways. A burst larger than the
+/// capacity, main keeps what leaves it at `(B + C) / 2` once the burst's
+/// frees still to come (`B` less the thread's frees since the swap) are
+/// in: the next burst comes out of main, and bursts that vary a little
+/// have slack both ways. Counting the frees to come, not assuming them,
+/// matters when the spare the allocation swapped in was not full (a split
+/// leaves it part full): with `S < C` objects in it, the burst's frees
+/// fill main after `C - S + B - L` of them, and a split that kept `B - L`
+/// (all a full spare needs) left main at `S` after the burst and the spare
+/// at `L`, the two lengths traded places every burst, and every burst took
+/// two slow paths (bursts of 256 at capacity 256 with sheaves of 187 and
+/// 128 ran so for seconds in per-CPU mode, until the auto-tuner raised
+/// the capacity). A burst larger than the
 /// capacity crosses into the other sheaf whatever the lengths; there a
 /// split costs a third more slow paths than the plain swaps, so it swaps.
 /// When the burst is not known (the first burst after another kind of
@@ -241,13 +263,15 @@ pub struct SpareTrades {
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) swaps: SlowPathCount,
     last: Cell<LastTrade>,
-    /// The thread's allocations of the class ([`HotSlot::allocs`]) at its
+    /// The thread's allocations of the class ([`HotSlot::counts`]) at its
     /// last spare swap (an allocation's or a free's).
     allocs_at_swap: Cell<u64>,
     /// After an allocation's swap: the thread's allocations between its
     /// previous trade, if that was a free's swap or split, and this swap
     /// (`L` above); `u64::MAX` where unknown.
     allocs_before_swap: Cell<u64>,
+    /// The thread's frees of the class at its last allocation's swap.
+    frees_at_swap: Cell<u64>,
     /// Whether an allocation of the thread took a sheaf of objects from
     /// the barn or the slabs since its last put of a full main
     /// ([`Self::put_keep`]).
@@ -278,23 +302,25 @@ impl SpareTrades {
             last: Cell::new(LastTrade::Elsewhere),
             allocs_at_swap: Cell::new(0),
             allocs_before_swap: Cell::new(u64::MAX),
+            frees_at_swap: Cell::new(0),
             took_full: Cell::new(false),
             allocs_at_put: Cell::new(u64::MAX),
             put_after_take: Cell::new(false),
         }
     }
 
-    /// An allocation swapped a spare with objects in; `allocs` is the
-    /// thread's allocation count of the class ([`HotSlot::allocs`]).
-    pub(crate) fn alloc_swapped(&self, shared: &AtomicU64, allocs: u64) {
+    /// An allocation swapped a spare with objects in; `counts` are the
+    /// thread's counts of the class ([`HotSlot::counts`]).
+    pub(crate) fn alloc_swapped(&self, shared: &AtomicU64, counts: ClassCounts) {
         self.swaps.count(shared);
         let before = match self.last.get() {
-            LastTrade::FreeSwap => allocs.wrapping_sub(self.allocs_at_swap.get()),
+            LastTrade::FreeSwap => counts.allocs.wrapping_sub(self.allocs_at_swap.get()),
             LastTrade::Elsewhere | LastTrade::AllocSwap => u64::MAX,
         };
         self.allocs_before_swap.set(before);
         self.last.set(LastTrade::AllocSwap);
-        self.allocs_at_swap.set(allocs);
+        self.allocs_at_swap.set(counts.allocs);
+        self.frees_at_swap.set(counts.frees);
     }
 
     /// A free swapped or split (counted as a spare swap), the thread's
@@ -362,17 +388,17 @@ impl SpareTrades {
     }
 
     /// Whether a free that finds a main of `capacity` full and the spare
-    /// empty splits main rather than swapping, the thread's allocation
-    /// count of the class being `allocs` now; if so, how many objects the
-    /// new main keeps (from 1 to `capacity - 1`; never due below capacity
-    /// 2). Due only right after an allocation's swap:
+    /// empty splits main rather than swapping, the thread's counts of the
+    /// class being `counts` now (not counting this free); if so, how many
+    /// objects the new main keeps (from 1 to `capacity - 1`; never due
+    /// below capacity 2). Due only right after an allocation's swap:
     ///
     /// - If the burst is known (the swap followed a free-side trade), a
-    ///   split is due if it fits the capacity. Main keeps what the burst
-    ///   took since the swap, and half of the room the burst leaves: the
-    ///   burst's remaining frees (those of what it took before the swap)
-    ///   then fit in main, and the next burst's allocations come from it,
-    ///   with slack either way for bursts that vary.
+    ///   split is due if it fits the capacity. Main keeps what leaves it
+    ///   halfway between the burst and the capacity after the burst's
+    ///   frees still to come (this one, and the burst less the frees since
+    ///   the swap): the next burst's allocations come from main, with
+    ///   slack either way for bursts that vary.
     /// - Otherwise, if the thread allocated at most three quarters of the
     ///   capacity since the swap; main keeps what was allocated since, at
     ///   least half the capacity (rounded up).
@@ -381,11 +407,11 @@ impl SpareTrades {
     /// split, and a plain swap costs less. A count that went back (the
     /// counts were folded into the cache at a flush) reads as large: no
     /// split.
-    pub(crate) fn split(&self, allocs: u64, capacity: u32) -> Option<u32> {
+    pub(crate) fn split(&self, counts: ClassCounts, capacity: u32) -> Option<u32> {
         if self.last.get() != LastTrade::AllocSwap || capacity < 2 {
             return None;
         }
-        let since_swap = allocs.wrapping_sub(self.allocs_at_swap.get());
+        let since_swap = counts.allocs.wrapping_sub(self.allocs_at_swap.get());
         let before_swap = self.allocs_before_swap.get();
         let capacity_64 = u64::from(capacity);
         // Below, `burst <= capacity <= SHEAF_CAPACITY_MAX` and
@@ -395,7 +421,11 @@ impl SpareTrades {
             if burst > capacity_64 {
                 return None;
             }
-            since_swap.wrapping_add(capacity_64.wrapping_sub(burst) / 2)
+            // The burst's objects not yet freed, this one among them (a
+            // count that went back reads as large: none).
+            let freed = counts.frees.wrapping_sub(self.frees_at_swap.get());
+            let to_come = burst.saturating_sub(freed);
+            (burst.wrapping_add(capacity_64) / 2).saturating_sub(to_come)
         } else {
             if since_swap > capacity_64.wrapping_mul(3) / 4 {
                 return None;
@@ -531,7 +561,7 @@ impl<'a> ClassSheaves<'a> {
             self.install(depot, spare);
             self.cold
                 .spare_trades
-                .alloc_swapped(&depot.counters().spare_swaps, self.hot.allocs());
+                .alloc_swapped(&depot.counters().spare_swaps, self.hot.counts());
             return self.pop().unwrap_or(ptr::null_mut());
         }
         self.cold.spare_trades.alloc_took_full();
@@ -575,8 +605,10 @@ impl<'a> ClassSheaves<'a> {
         }
         let spare = self.cold.spare.get();
         let trades = &self.cold.spare_trades;
-        // Frees do not move it: one count for every decision below.
-        let allocs = self.hot.allocs();
+        // This free is not counted yet, and frees do not move the
+        // allocations: one count for every decision below.
+        let counts = self.hot.counts();
+        let allocs = counts.allocs;
         // SAFETY: the spare is owned by this thread.
         let spare_room = NonNull::new(spare).map(|s| unsafe {
             let s = s.as_ref();
@@ -586,7 +618,7 @@ impl<'a> ClassSheaves<'a> {
         let main_len = unsafe { main.as_ref() }.len;
         let split_keep = spare_room
             .filter(|&(len, _)| len == 0)
-            .and_then(|_| trades.split(allocs, main_len));
+            .and_then(|_| trades.split(counts, main_len));
         if let (Some(spare), Some(keep)) = (NonNull::new(spare), split_keep) {
             // 1. Right after an allocation's swap: split (`SpareTrades`).
             // SAFETY: main and spare are owned, stashed, of this class and
@@ -843,56 +875,62 @@ mod tests {
     fn a_split_is_due_only_right_after_an_allocations_swap_and_keeps_what_the_burst_took() {
         let trades = SpareTrades::new();
         let shared = AtomicU64::new(0);
-        assert_eq!(trades.split(0, 32), None);
-        trades.alloc_swapped(&shared, 1000);
+        let counts = |allocs, frees| ClassCounts { allocs, frees };
+        assert_eq!(trades.split(counts(0, 0), 32), None);
+        trades.alloc_swapped(&shared, counts(1000, 0));
         // 20 taken since the swap, of a main of 32: main keeps 20.
-        assert_eq!(trades.split(1020, 32), Some(20));
+        assert_eq!(trades.split(counts(1020, 20), 32), Some(20));
         // Fewer than half: half (rounded up) all the same.
-        assert_eq!(trades.split(1005, 32), Some(16));
-        assert_eq!(trades.split(1005, 31), Some(16));
+        assert_eq!(trades.split(counts(1005, 5), 32), Some(16));
+        assert_eq!(trades.split(counts(1005, 5), 31), Some(16));
         // Up to three quarters; more, or a count that went back (folded
         // into the cache since): a plain swap.
-        assert_eq!(trades.split(1024, 32), Some(24));
-        assert_eq!(trades.split(1025, 32), None);
-        assert_eq!(trades.split(3, 32), None);
+        assert_eq!(trades.split(counts(1024, 24), 32), Some(24));
+        assert_eq!(trades.split(counts(1025, 25), 32), None);
+        assert_eq!(trades.split(counts(3, 0), 32), None);
         // Small capacities: never the whole sheaf, never due at 1 (the
         // swapping allocation itself is counted after the swap).
-        assert_eq!(trades.split(1001, 2), Some(1));
-        assert_eq!(trades.split(1001, 1), None);
+        assert_eq!(trades.split(counts(1001, 1), 2), Some(1));
+        assert_eq!(trades.split(counts(1001, 1), 1), None);
         trades.free_swapped(&shared, 1030);
-        assert_eq!(trades.split(1031, 32), None);
-        // The burst after a free's trade: 4 allocations, the swap, 26
-        // more. 26 is above three quarters of 32, but the burst of 30 fits
-        // the capacity: main keeps the 26 and half the 2 left.
-        trades.alloc_swapped(&shared, 1034);
-        assert_eq!(trades.split(1060, 32), Some(27));
-        // A burst of 20 (4 before the swap, 16 since): 16 + (32 - 20) / 2.
-        assert_eq!(trades.split(1050, 32), Some(22));
-        // A burst of exactly the capacity keeps what it took since the
-        // swap; one above the capacity swaps.
-        assert_eq!(trades.split(1062, 32), Some(28));
-        assert_eq!(trades.split(1063, 32), None);
+        assert_eq!(trades.split(counts(1031, 30), 32), None);
+        // The burst after a free's trade: 4 allocations, the swap (of a
+        // full spare), 26 more; main (6 left) is full after 26 frees. 26
+        // is above three quarters of 32, but the burst of 30 fits the
+        // capacity: main keeps what leaves it at (30 + 32) / 2 after the 4
+        // frees to come.
+        trades.alloc_swapped(&shared, counts(1034, 500));
+        assert_eq!(trades.split(counts(1060, 526), 32), Some(27));
+        // A burst of 20 (4 before the swap, 16 since): 26 - 4.
+        assert_eq!(trades.split(counts(1050, 516), 32), Some(22));
+        // A burst of exactly the capacity ends with main full; one above
+        // the capacity swaps.
+        assert_eq!(trades.split(counts(1062, 528), 32), Some(28));
+        assert_eq!(trades.split(counts(1063, 529), 32), None);
+        // The same burst of 32 after a swap of a spare of 30, not 32: main
+        // is full after 30 frees, 2 are to come. Keeping the 28 taken since
+        // the swap would end the burst at 30 in main and 2 in the spare,
+        // and the next burst would swap again; main keeps 30 and ends full.
+        assert_eq!(trades.split(counts(1062, 530), 32), Some(30));
+        // More frees than the burst (the thread freed other objects too):
+        // nothing to come, and never the whole sheaf.
+        assert_eq!(trades.split(counts(1062, 600), 32), Some(31));
         // A known burst above the capacity swaps even if little of it came
         // after the swap: 40 before it, 10 since.
         trades.free_swapped(&shared, 1100);
-        trades.alloc_swapped(&shared, 1140);
-        assert_eq!(trades.split(1150, 32), None);
+        trades.alloc_swapped(&shared, counts(1140, 600));
+        assert_eq!(trades.split(counts(1150, 610), 32), None);
         // After a swap that followed no free-side trade (here an
         // allocation's swap), the burst is unknown: three quarters bound it.
-        trades.alloc_swapped(&shared, 1200);
-        assert_eq!(trades.split(1224, 32), Some(24));
-        assert_eq!(trades.split(1225, 32), None);
-        // Never the whole sheaf: a burst of the capacity that began with
-        // the swap keeps one slot for the free.
-        trades.free_swapped(&shared, 2000);
-        trades.alloc_swapped(&shared, 2000);
-        assert_eq!(trades.split(2032, 32), Some(31));
-        trades.alloc_swapped(&shared, 0);
+        trades.alloc_swapped(&shared, counts(1200, 700));
+        assert_eq!(trades.split(counts(1224, 724), 32), Some(24));
+        assert_eq!(trades.split(counts(1225, 725), 32), None);
+        trades.alloc_swapped(&shared, counts(0, 0));
         trades.alloc_took_full();
-        assert_eq!(trades.split(1, 32), None);
+        assert_eq!(trades.split(counts(1, 0), 32), None);
         // Every swap, splits among them, reaches the counter.
         trades.swaps.publish(&shared);
-        assert_eq!(shared.load(Relaxed), 9);
+        assert_eq!(shared.load(Relaxed), 7);
     }
 
     #[test]
