@@ -66,12 +66,18 @@ fn burst(buffers: &mut [*mut u8], size: usize) {
     }
 }
 
-/// Where one burst's buffers lie; `slot` is the class's object size (the
-/// distance between neighbours in a slab).
-fn placement(addresses: &[usize], slot: usize) -> String {
+/// The distinct 4 KiB pages that hold `addresses`, in ascending order.
+fn pages(addresses: &[usize]) -> Vec<usize> {
     let mut pages: Vec<usize> = addresses.iter().map(|a| a >> 12).collect();
     pages.sort_unstable();
     pages.dedup();
+    pages
+}
+
+/// Where one burst's buffers lie; `slot` is the class's object size (the
+/// distance between neighbours in a slab).
+fn placement(addresses: &[usize], slot: usize) -> String {
+    let pages = pages(addresses);
     let low = addresses.iter().min().copied().unwrap_or(0);
     let high = addresses.iter().max().copied().unwrap_or(0);
     let adjacent = addresses
@@ -92,9 +98,7 @@ fn placement(addresses: &[usize], slot: usize) -> String {
 /// Pages of one colour share one sixteenth of the L2's sets.
 fn colours(addresses: &[usize]) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let mut pages: Vec<usize> = addresses.iter().map(|a| a >> 12).collect();
-    pages.sort_unstable();
-    pages.dedup();
+    let pages = pages(addresses);
     let Ok(mut map) = std::fs::File::open("/proc/self/pagemap") else {
         return "page colours unavailable".into();
     };
@@ -122,13 +126,7 @@ fn colours(addresses: &[usize]) -> String {
 /// the other thread's buffers, and every such line then moves between the
 /// cores.
 fn shared_pages(bursts: &[Vec<usize>]) -> String {
-    let pages = |burst: &Vec<usize>| {
-        let mut pages: Vec<usize> = burst.iter().map(|a| a >> 12).collect();
-        pages.sort_unstable();
-        pages.dedup();
-        pages
-    };
-    let all: Vec<Vec<usize>> = bursts.iter().map(pages).collect();
+    let all: Vec<Vec<usize>> = bursts.iter().map(|burst| pages(burst)).collect();
     let shared = all.first().map_or(0, |first| {
         first
             .iter()
