@@ -629,11 +629,8 @@ impl<'a> ClassSheaves<'a> {
             trades.free_swapped(&depot.counters().spare_swaps, allocs);
             // The new main keeps fewer than `main_len`, but another thread
             // may have lowered the capacity since (`install` applies it).
-            if self.push(object) {
-                return;
-            }
             // SAFETY: duty 1.
-            return unsafe { self.free_to_slabs(depot, node, object) };
+            return unsafe { self.push_or_free_to_slabs(depot, node, object) };
         } else if spare_room.is_none_or(|(_, room)| room > 0) {
             // 2. A spare with room (or a new, empty one): swap.
             let empty = NonNull::new(spare)
@@ -643,11 +640,8 @@ impl<'a> ClassSheaves<'a> {
                 self.install(depot, empty.as_ptr());
                 self.sync_capacity(depot);
                 trades.free_swapped(&depot.counters().spare_swaps, allocs);
-                if self.push(object) {
-                    return;
-                }
                 // SAFETY: duty 1.
-                return unsafe { self.free_to_slabs(depot, node, object) };
+                return unsafe { self.push_or_free_to_slabs(depot, node, object) };
             }
         } else {
             // 3. Both full: main goes to the barn, part of it where the
@@ -666,11 +660,8 @@ impl<'a> ClassSheaves<'a> {
                     // SAFETY: no longer installed: ours, with the older
                     // `main_len - keep > 0` objects; not touched again.
                     unsafe { exchange::dispose_part(depot, node, main) };
-                    if self.push(object) {
-                        return;
-                    }
                     // SAFETY: duty 1.
-                    return unsafe { self.free_to_slabs(depot, node, object) };
+                    return unsafe { self.push_or_free_to_slabs(depot, node, object) };
                 }
             }
             // SAFETY: main is owned, stashed, full (len > 0), of this class
@@ -682,9 +673,8 @@ impl<'a> ClassSheaves<'a> {
                 if let Some(empty) = empty {
                     self.install(depot, empty.as_ptr());
                     self.sync_capacity(depot);
-                    if self.push(object) {
-                        return;
-                    }
+                    // SAFETY: duty 1.
+                    return unsafe { self.push_or_free_to_slabs(depot, node, object) };
                 }
                 // SAFETY: duty 1.
                 return unsafe { self.free_to_slabs(depot, node, object) };
@@ -698,6 +688,20 @@ impl<'a> ClassSheaves<'a> {
         self.install(depot, main.as_ptr());
         let pushed = self.push(object);
         crate::invariant!(pushed, "push into a flushed sheaf failed");
+    }
+
+    /// Pushes one object onto the installed main sheaf, or frees it
+    /// straight to the slabs if that has no room (another thread may have
+    /// lowered the capacity since it was installed).
+    ///
+    /// # Safety
+    ///
+    /// 1. As `free_slow`.
+    unsafe fn push_or_free_to_slabs<D: Depot>(self, depot: &D, node: NodeId, object: *mut u8) {
+        if !self.push(object) {
+            // SAFETY: duty 1.
+            unsafe { self.free_to_slabs(depot, node, object) };
+        }
     }
 
     /// Frees one object straight to the slabs (no sheaf could take it).
