@@ -107,13 +107,19 @@ fn read_locked_parts(class: SizeClass) -> CacheStats {
     stats
 }
 
-/// The counts folded in by exited threads. Read under the registry lock
-/// (inside `with_threads`), so a thread that exits during the read is
-/// counted once: either folded here or still on the registry.
+/// The counts folded in by exited threads, and the counters threads keep
+/// on their own until they exit (slow paths, spare swaps), which hold the
+/// exited threads' counts. Read under the registry lock (inside
+/// `with_threads`), so a thread that exits during the read is counted
+/// once: either folded here or still on the registry; read outside it, a
+/// total could go back (see `SlowPathCount`).
 fn read_folded(class: SizeClass, stats: &mut CacheStats) {
     let counters = &cache(class).counters;
     stats.allocations = counters.allocs_folded.load(Relaxed);
     stats.frees = counters.frees_folded.load(Relaxed);
+    stats.slow_path_allocs = counters.slow_path_allocs.load(Relaxed);
+    stats.slow_path_frees = counters.slow_path_frees.load(Relaxed);
+    stats.spare_swaps = counters.spare_swaps.load(Relaxed);
 }
 
 fn node_stats(node: NodeId, class: SizeClass) -> NodeStats {
@@ -140,13 +146,9 @@ fn node_stats(node: NodeId, class: SizeClass) -> NodeStats {
 fn add_thread(stats: &mut CacheStats, view: SlotView) {
     stats.allocations = stats.allocations.wrapping_add(view.allocs);
     stats.frees = stats.frees.wrapping_add(view.frees);
-    stats.slow_path_allocs = stats
-        .slow_path_allocs
-        .wrapping_add(u64::from(view.slow_allocs));
-    stats.slow_path_frees = stats
-        .slow_path_frees
-        .wrapping_add(u64::from(view.slow_frees));
-    stats.spare_swaps = stats.spare_swaps.wrapping_add(u64::from(view.spare_swaps));
+    stats.slow_path_allocs = stats.slow_path_allocs.wrapping_add(view.slow_allocs);
+    stats.slow_path_frees = stats.slow_path_frees.wrapping_add(view.slow_frees);
+    stats.spare_swaps = stats.spare_swaps.wrapping_add(view.spare_swaps);
     stats.thread_main_objects = stats
         .thread_main_objects
         .saturating_add(u64::from(view.main_len));

@@ -175,25 +175,24 @@ unsafe fn swap_in_spare(
     // SAFETY: duty 1.
     let swapped = unsafe { super::swap_spare(rseq, class, depot.sheaf_capacity(), has) };
     if swapped {
-        count_swap(depot, has, trades, counts);
+        count_swap(has, trades, counts);
     }
     swapped
 }
 
 /// Counts a spare swap of an allocation (`Objects`) or a free (`Room`);
 /// `counts` are the thread's counts of the class.
-fn count_swap(depot: &ClassDepot, has: SpareHas, trades: &SpareTrades, counts: ClassCounts) {
-    let shared = &depot.counters().spare_swaps;
+fn count_swap(has: SpareHas, trades: &SpareTrades, counts: ClassCounts) {
     match has {
-        SpareHas::Objects => trades.alloc_swapped(shared, counts),
-        SpareHas::Room => trades.free_swapped(shared, counts.allocs),
+        SpareHas::Objects => trades.alloc_swapped(counts),
+        SpareHas::Room => trades.free_swapped(counts.allocs),
     }
 }
 
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
 /// `class` is empty. Null only if the OS refuses memory. Spare swaps are
-/// counted in `trades`, the calling thread's for the class (added to the
-/// shared counter in batches: no locked add per swap), with `counts`, the
+/// counted in `trades`, the calling thread's for the class (no locked add
+/// per swap: see `SlowPathCount`), with `counts`, the
 /// thread's counts of the class; the thread's GS base `gs`
 /// follows the CPU the path finds it on.
 ///
@@ -240,7 +239,7 @@ pub unsafe fn alloc_slow(
                 let spare =
                     real(spare).map_or(spare, |owned| sync_capacity(&depot, owned).as_ptr());
                 if here.replace(Slot::Main, main, spare) {
-                    count_swap(&depot, SpareHas::Objects, trades, counts);
+                    count_swap(SpareHas::Objects, trades, counts);
                     here.park(&depot, main);
                 } else {
                     here.park(&depot, spare);
@@ -366,7 +365,7 @@ pub unsafe fn free_slow(
             };
             let with_room = sync_capacity(&depot, with_room);
             if here.replace(Slot::Main, main, with_room.as_ptr()) {
-                count_swap(&depot, SpareHas::Room, trades, counts);
+                count_swap(SpareHas::Room, trades, counts);
                 here.park(&depot, main);
             } else {
                 here.park(&depot, with_room.as_ptr());
@@ -432,7 +431,7 @@ fn split_main(
         here.park(depot, spare.as_ptr());
         return;
     }
-    trades.free_swapped(&depot.counters().spare_swaps, allocs);
+    trades.free_swapped(allocs);
     here.park(depot, main.as_ptr());
 }
 

@@ -88,19 +88,30 @@ pub fn tick(now_ms: u64) {
         return;
     };
     TICKS.fetch_add(1, Ordering::Relaxed);
+    // Operations and slow paths: what exited threads folded in, and what
+    // every live thread counts on its own, read under the registry lock
+    // (so each is counted once; see `SlowPathCount`).
     let mut operations = [0u64; NUM_CLASSES];
+    let mut slow_paths = [0u64; NUM_CLASSES];
     with_threads(|threads| {
-        for (class, total) in SizeClass::all().zip(operations.iter_mut()) {
+        let totals = operations.iter_mut().zip(slow_paths.iter_mut());
+        for (class, (operations, slow_paths)) in SizeClass::all().zip(totals) {
             let counters = &cache(class).counters;
-            *total = counters
-                .allocs_folded
-                .load(Ordering::Relaxed)
-                .wrapping_add(counters.frees_folded.load(Ordering::Relaxed));
+            let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+            *operations = load(&counters.allocs_folded).wrapping_add(load(&counters.frees_folded));
+            *slow_paths =
+                load(&counters.slow_path_allocs).wrapping_add(load(&counters.slow_path_frees));
         }
         for thread in threads {
-            for (class, total) in SizeClass::all().zip(operations.iter_mut()) {
+            let totals = operations.iter_mut().zip(slow_paths.iter_mut());
+            for (class, (operations, slow_paths)) in SizeClass::all().zip(totals) {
                 let view = thread.view(class);
-                *total = total.wrapping_add(view.allocs).wrapping_add(view.frees);
+                *operations = operations
+                    .wrapping_add(view.allocs)
+                    .wrapping_add(view.frees);
+                *slow_paths = slow_paths
+                    .wrapping_add(view.slow_allocs)
+                    .wrapping_add(view.slow_frees);
             }
         }
     });
@@ -109,15 +120,14 @@ pub fn tick(now_ms: u64) {
     book.last_ms = now_ms;
     let Book { seen, states, .. } = &mut *book;
     let per_class = SizeClass::all()
-        .zip(operations)
+        .zip(operations.into_iter().zip(slow_paths))
         .zip(seen.iter_mut().zip(states.iter_mut()));
-    for ((class, operations), (seen, state)) in per_class {
+    for ((class, (operations, slow_paths)), (seen, state)) in per_class {
         let counters = &cache(class).counters;
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let now = Seen {
             operations,
-            slow_paths: load(&counters.slow_path_allocs)
-                .wrapping_add(load(&counters.slow_path_frees)),
+            slow_paths,
             barn_hits: load(&counters.barn_get_hits).wrapping_add(load(&counters.barn_put_hits)),
             barn_misses: load(&counters.barn_get_misses)
                 .wrapping_add(load(&counters.barn_put_misses)),

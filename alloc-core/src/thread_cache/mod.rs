@@ -51,7 +51,7 @@ mod engine {
     use super::life_cycle::{SlowPathGuard, ThreadState};
     use super::{ClassSheaves, ColdSlot, HotSlot};
     use crate::arena;
-    use crate::cache::{cache, ClassDepot};
+    use crate::cache::ClassDepot;
     use crate::node::NodeId;
     use crate::percpu::{Follow, ThreadGs};
     use crate::runtime;
@@ -216,9 +216,7 @@ mod engine {
                 }
             }
             let _guard = SlowPathGuard::enter(self);
-            self.cold(class)
-                .slow_allocs
-                .count(&cache(class).counters.slow_path_allocs);
+            self.cold(class).slow_allocs.count();
             let rseq = self.rseq.get();
             let object = if !self.uses_cpu_caches() {
                 self.follow_node();
@@ -263,9 +261,7 @@ mod engine {
                 return;
             }
             let _guard = SlowPathGuard::enter(self);
-            self.cold(class)
-                .slow_frees
-                .count(&cache(class).counters.slow_path_frees);
+            self.cold(class).slow_frees.count();
             let rseq = self.rseq.get();
             if self.uses_cpu_caches() {
                 // Before this free is counted: what the slow path's

@@ -175,11 +175,11 @@ pub(crate) struct SlotView {
     pub frees: u64,
     pub capacity: u32,
     pub main_len: u32,
-    /// Slow paths and spare swaps not yet added to the cache's shared
-    /// counters.
-    pub slow_allocs: u32,
-    pub slow_frees: u32,
-    pub spare_swaps: u32,
+    /// Slow paths and spare swaps the thread counted (since it attached;
+    /// they reach the cache's shared counters when it exits).
+    pub slow_allocs: u64,
+    pub slow_frees: u64,
+    pub spare_swaps: u64,
 }
 
 /// The sheaves of one class in one thread, owned by the thread: only it
@@ -190,9 +190,8 @@ pub struct ColdSlot {
     /// Objects freed by this thread whose home is another node, waiting to
     /// be handed over in one batch (`node` of the sheaf = their home).
     pub(super) remote: Cell<*mut Sheaf>,
-    /// Slow paths of this class the thread took and has not yet added to
-    /// the cache's shared counters ([`SlowPathCount`]). The loom models
-    /// run no thread cache, hence no slow path counts.
+    /// Slow paths of this class the thread took ([`SlowPathCount`]). The
+    /// loom models run no thread cache, hence no slow path counts.
     #[cfg_attr(loom, allow(dead_code))]
     pub(super) slow_allocs: SlowPathCount,
     #[cfg_attr(loom, allow(dead_code))]
@@ -216,9 +215,8 @@ impl ColdSlot {
     }
 }
 
-/// One thread's trades with the spare sheaf of one class: the spare swaps
-/// not yet added to the cache's shared counter (most slow paths are spare
-/// swaps), and which kind its last trade of the class was, with the
+/// One thread's trades with the spare sheaf of one class: its count of
+/// spare swaps (most slow paths are spare swaps), and which kind its last trade of the class was, with the
 /// thread's allocation counts around it.
 ///
 /// # Why the last trade matters: bursts that straddle the boundary
@@ -258,8 +256,8 @@ impl ColdSlot {
 /// at most three quarters of it, and otherwise swaps; the swap is a
 /// free-side trade, so the next burst is known.
 pub struct SpareTrades {
-    /// Spare swaps (splits among them) not yet added to the shared
-    /// counter. The loom models run no thread cache, hence no counts.
+    /// Spare swaps (splits among them). The loom models run no thread
+    /// cache, hence no counts.
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) swaps: SlowPathCount,
     last: Cell<LastTrade>,
@@ -311,8 +309,8 @@ impl SpareTrades {
 
     /// An allocation swapped a spare with objects in; `counts` are the
     /// thread's counts of the class ([`HotSlot::counts`]).
-    pub(crate) fn alloc_swapped(&self, shared: &AtomicU64, counts: ClassCounts) {
-        self.swaps.count(shared);
+    pub(crate) fn alloc_swapped(&self, counts: ClassCounts) {
+        self.swaps.count();
         let before = match self.last.get() {
             LastTrade::FreeSwap => counts.allocs.wrapping_sub(self.allocs_at_swap.get()),
             LastTrade::Elsewhere | LastTrade::AllocSwap => u64::MAX,
@@ -325,8 +323,8 @@ impl SpareTrades {
 
     /// A free swapped or split (counted as a spare swap), the thread's
     /// allocation count of the class being `allocs`.
-    pub(crate) fn free_swapped(&self, shared: &AtomicU64, allocs: u64) {
-        self.swaps.count(shared);
+    pub(crate) fn free_swapped(&self, allocs: u64) {
+        self.swaps.count();
         self.last.set(LastTrade::FreeSwap);
         self.allocs_at_swap.set(allocs);
     }
@@ -437,54 +435,52 @@ impl SpareTrades {
     }
 }
 
-/// One thread's slow-path events of one kind and class (slow paths, spare
-/// swaps), added to the cache's shared counter
-/// [`SlowPathCount::PUBLISH_EVERY`] at a time instead of one by one.
+/// One thread's count of slow-path events of one kind and class (slow
+/// paths, spare swaps). It only grows while the thread lives, and reaches
+/// the cache's shared counter when the thread exits ([`Self::publish`]).
 ///
-/// A shared counter's `lock add` on every slow path was the costliest
-/// instruction of a cross-node free (every remote free takes the slow
-/// path): a locked instruction waits for the thread's earlier stores to
-/// leave its store buffer, and in a hand-off those are stores to lines the
-/// other core holds. Written only by the owning thread (relaxed load and
-/// store, no read-modify-write); statistics readers add what is pending,
-/// and the thread's exit folds it in. The tuner, which reads only the
-/// shared counters, sees each live thread's count of each class at most
-/// `PUBLISH_EVERY - 1` behind.
+/// Written only by the owning thread (a relaxed load and store, no
+/// read-modify-write): a shared counter's `lock add` on every slow path
+/// was the costliest instruction of a cross-node free (every remote free
+/// takes the slow path), since a locked instruction waits for the
+/// thread's earlier stores to leave its store buffer, and in a hand-off
+/// those are stores to lines the other core holds.
+///
+/// Readers (statistics, the tuner) add every live thread's count to the
+/// shared counter, reading both under the registry lock, under which a
+/// thread's exit publishes its count and leaves the registry: each event
+/// is counted once, and a total never goes back. (Moving the count into
+/// the shared counter every few events while the thread lived did not
+/// keep that promise: a reader that loaded the shared counter before a
+/// move, and the thread's count after it, missed the batch, and the next
+/// snapshot read less than the one before.)
 #[cfg_attr(loom, allow(dead_code))]
-pub struct SlowPathCount(AtomicU32);
+pub struct SlowPathCount(AtomicU64);
 
 #[cfg_attr(loom, allow(dead_code))]
 impl SlowPathCount {
-    /// Pending slow paths at which the thread adds them to the cache's
-    /// counter.
-    pub const PUBLISH_EVERY: u32 = 32;
-
     const fn new() -> Self {
-        Self(AtomicU32::new(0))
+        Self(AtomicU64::new(0))
     }
 
-    /// Counts one slow path; every `PUBLISH_EVERY`th adds them to `shared`.
+    /// Counts one event.
     #[inline]
-    pub(crate) fn count(&self, shared: &AtomicU64) {
-        let pending = self.0.load(Relaxed).wrapping_add(1);
-        if pending >= Self::PUBLISH_EVERY {
-            CacheCounters::add(shared, u64::from(pending));
-            self.0.store(0, Relaxed);
-        } else {
-            self.0.store(pending, Relaxed);
-        }
+    pub(crate) fn count(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
-    /// What is pending (racy by design, for readers on other threads).
-    pub(crate) fn pending(&self) -> u32 {
+    /// The events counted and not yet published (racy by design, for
+    /// readers on other threads; under the registry lock, exact).
+    pub(crate) fn pending(&self) -> u64 {
         self.0.load(Relaxed)
     }
 
-    /// Adds what is pending to `shared` (the owner, at exit).
+    /// Adds the count to `shared` and zeroes it (the owner, at exit,
+    /// under the registry lock).
     pub(crate) fn publish(&self, shared: &AtomicU64) {
         let pending = self.0.swap(0, Relaxed);
         if pending > 0 {
-            CacheCounters::add(shared, u64::from(pending));
+            CacheCounters::add(shared, pending);
         }
     }
 }
@@ -559,9 +555,7 @@ impl<'a> ClassSheaves<'a> {
         if !spare.is_null() && unsafe { (*spare).len } > 0 {
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare);
-            self.cold
-                .spare_trades
-                .alloc_swapped(&depot.counters().spare_swaps, self.hot.counts());
+            self.cold.spare_trades.alloc_swapped(self.hot.counts());
             return self.pop().unwrap_or(ptr::null_mut());
         }
         self.cold.spare_trades.alloc_took_full();
@@ -626,7 +620,7 @@ impl<'a> ClassSheaves<'a> {
             unsafe { split(main, spare, keep) };
             self.cold.spare.set(main.as_ptr());
             self.install(depot, spare.as_ptr());
-            trades.free_swapped(&depot.counters().spare_swaps, allocs);
+            trades.free_swapped(allocs);
             // The new main keeps fewer than `main_len`, but another thread
             // may have lowered the capacity since (`install` applies it).
             // SAFETY: duty 1.
@@ -639,7 +633,7 @@ impl<'a> ClassSheaves<'a> {
                 self.cold.spare.set(main.as_ptr());
                 self.install(depot, empty.as_ptr());
                 self.sync_capacity(depot);
-                trades.free_swapped(&depot.counters().spare_swaps, allocs);
+                trades.free_swapped(allocs);
                 // SAFETY: duty 1.
                 return unsafe { self.push_or_free_to_slabs(depot, node, object) };
             }
@@ -881,7 +875,7 @@ mod tests {
         let shared = AtomicU64::new(0);
         let counts = |allocs, frees| ClassCounts { allocs, frees };
         assert_eq!(trades.split(counts(0, 0), 32), None);
-        trades.alloc_swapped(&shared, counts(1000, 0));
+        trades.alloc_swapped(counts(1000, 0));
         // 20 taken since the swap, of a main of 32: main keeps 20.
         assert_eq!(trades.split(counts(1020, 20), 32), Some(20));
         // Fewer than half: half (rounded up) all the same.
@@ -896,14 +890,14 @@ mod tests {
         // swapping allocation itself is counted after the swap).
         assert_eq!(trades.split(counts(1001, 1), 2), Some(1));
         assert_eq!(trades.split(counts(1001, 1), 1), None);
-        trades.free_swapped(&shared, 1030);
+        trades.free_swapped(1030);
         assert_eq!(trades.split(counts(1031, 30), 32), None);
         // The burst after a free's trade: 4 allocations, the swap (of a
         // full spare), 26 more; main (6 left) is full after 26 frees. 26
         // is above three quarters of 32, but the burst of 30 fits the
         // capacity: main keeps what leaves it at (30 + 32) / 2 after the 4
         // frees to come.
-        trades.alloc_swapped(&shared, counts(1034, 500));
+        trades.alloc_swapped(counts(1034, 500));
         assert_eq!(trades.split(counts(1060, 526), 32), Some(27));
         // A burst of 20 (4 before the swap, 16 since): 26 - 4.
         assert_eq!(trades.split(counts(1050, 516), 32), Some(22));
@@ -921,15 +915,15 @@ mod tests {
         assert_eq!(trades.split(counts(1062, 600), 32), Some(31));
         // A known burst above the capacity swaps even if little of it came
         // after the swap: 40 before it, 10 since.
-        trades.free_swapped(&shared, 1100);
-        trades.alloc_swapped(&shared, counts(1140, 600));
+        trades.free_swapped(1100);
+        trades.alloc_swapped(counts(1140, 600));
         assert_eq!(trades.split(counts(1150, 610), 32), None);
         // After a swap that followed no free-side trade (here an
         // allocation's swap), the burst is unknown: three quarters bound it.
-        trades.alloc_swapped(&shared, counts(1200, 700));
+        trades.alloc_swapped(counts(1200, 700));
         assert_eq!(trades.split(counts(1224, 724), 32), Some(24));
         assert_eq!(trades.split(counts(1225, 725), 32), None);
-        trades.alloc_swapped(&shared, counts(0, 0));
+        trades.alloc_swapped(counts(0, 0));
         trades.alloc_took_full();
         assert_eq!(trades.split(counts(1, 0), 32), None);
         // Every swap, splits among them, reaches the counter.
@@ -938,31 +932,16 @@ mod tests {
     }
 
     #[test]
-    fn slow_paths_reach_the_shared_counter_in_batches_and_at_publish() {
+    fn slow_paths_reach_the_shared_counter_only_at_publish() {
         let count = SlowPathCount::new();
         let shared = AtomicU64::new(5);
-        for n in 1..SlowPathCount::PUBLISH_EVERY {
-            count.count(&shared);
+        for n in 1..=100 {
+            count.count();
             assert_eq!((count.pending(), shared.load(Relaxed)), (n, 5));
         }
-        count.count(&shared);
-        let every = u64::from(SlowPathCount::PUBLISH_EVERY);
-        assert_eq!((count.pending(), shared.load(Relaxed)), (0, 5 + every));
-        // Pending plus shared is every slow path counted, at every step.
-        for _ in 0..3 {
-            count.count(&shared);
-        }
-        assert_eq!(
-            u64::from(count.pending()) + shared.load(Relaxed),
-            5 + every + 3
-        );
         count.publish(&shared);
-        assert_eq!((count.pending(), shared.load(Relaxed)), (0, 5 + every + 3));
+        assert_eq!((count.pending(), shared.load(Relaxed)), (0, 105));
         count.publish(&shared);
-        assert_eq!(
-            shared.load(Relaxed),
-            5 + every + 3,
-            "nothing pending, nothing added"
-        );
+        assert_eq!(shared.load(Relaxed), 105, "nothing pending, nothing added");
     }
 }
