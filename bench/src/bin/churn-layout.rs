@@ -13,12 +13,14 @@
 //! write a 64-byte header into each and free them in allocation order
 //! (the shape of `wl-sheafalloc churn-SIZExBURST`), for a warm-up; then
 //! 200,000 bursts are timed. For each thread it prints the time per
-//! buffer and where one burst's buffers lie: distinct 4 KiB pages, the
+//! buffer, how often the scheduler moved it between CPUs in the warm-up,
+//! and where one burst's buffers lie: distinct 4 KiB pages, the
 //! span from the lowest to the highest address, how many neighbours in
 //! allocation order are adjacent in memory, and how the pages fall on the
 //! L2's physical page colours (frame numbers from `/proc/self/pagemap`,
 //! as root); then how many pages hold buffers of both threads' last
-//! bursts. Across the timed window it
+//! bursts, and how many of the first thread's pages lie next to one of
+//! the other's. Across the timed window it
 //! prints the class's own counters: when they show no slow path in either
 //! run, both ran the same instructions, and a difference in time is the
 //! buffers' placement.
@@ -27,6 +29,8 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+
+use sheafalloc_bench::service::migrations;
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -121,10 +125,11 @@ fn colours(addresses: &[usize]) -> String {
     format!("L2 page colours: {used} of 16 used, at most {most} pages on one")
 }
 
-/// 4 KiB pages that hold buffers of more than one thread's last burst: a
-/// hardware prefetcher that runs ahead within a page may pull lines of
-/// the other thread's buffers, and every such line then moves between the
-/// cores.
+/// 4 KiB pages that hold buffers of more than one thread's last burst,
+/// and the first thread's pages next to a page of another's: a hardware
+/// prefetcher that runs ahead of a thread's buffers may pull lines of the
+/// other thread's, and every such line then moves between the cores
+/// (`neighbour-probe` measures what that costs with no allocator).
 fn shared_pages(bursts: &[Vec<usize>]) -> String {
     let all: Vec<Vec<usize>> = bursts.iter().map(|burst| pages(burst)).collect();
     let shared = all.first().map_or(0, |first| {
@@ -137,7 +142,22 @@ fn shared_pages(bursts: &[Vec<usize>]) -> String {
             })
             .count()
     });
-    format!("pages holding buffers of both threads' last bursts: {shared}")
+    let beside = all.first().map_or(0, |first| {
+        first
+            .iter()
+            .filter(|&&page| {
+                all.iter().skip(1).any(|other| {
+                    [page.wrapping_sub(1), page.wrapping_add(1)]
+                        .iter()
+                        .any(|next| other.binary_search(next).is_ok())
+                })
+            })
+            .count()
+    });
+    format!(
+        "pages holding buffers of both threads' last bursts: {shared}; \
+         the first thread's pages next to one of the other's: {beside}"
+    )
 }
 
 fn main() {
@@ -175,6 +195,8 @@ fn main() {
                         burst(&mut buffers, size);
                     }
                 }
+                let moves = migrations::this_thread_total()
+                    .map_or("not counted by this kernel".into(), |n| n.to_string());
                 gate.wait(); // warmed up
                 gate.wait(); // counters read
                 let start = Instant::now();
@@ -185,7 +207,8 @@ fn main() {
                 burst(&mut buffers, size);
                 let addresses: Vec<usize> = buffers.iter().map(|&p| p as usize).collect();
                 println!(
-                    "thread {thread}: {:.2} ns per buffer; one burst: {}; {}",
+                    "thread {thread}: {:.2} ns per buffer; moves between CPUs in the warm-up: {moves}; \
+                     one burst: {}; {}",
                     ns / (f64::from(TIMED_BURSTS) * burst_len as f64),
                     placement(&addresses, slot),
                     colours(&addresses)

@@ -81,10 +81,12 @@ pub fn set_active(peer: Peer) {
     *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer);
 }
 
-/// The measured window opens (first call) or closes (second call): under
-/// sheafalloc, its counters are read, so the result line can give what
-/// the window alone did (`sheaf_window_*`).
+/// The measured window opens (first call) or closes (second call): the
+/// threads' moves between CPUs are read (`migrations_*`), and under
+/// sheafalloc its counters, so the result line can give what the window
+/// alone did (`sheaf_window_*`).
 pub fn window_edge() {
+    super::migrations::edge();
     if *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) != Some(Peer::Sheaf) {
         return;
     }

@@ -14,6 +14,7 @@ pub mod idle;
 pub mod json;
 pub mod larson;
 pub mod memory;
+pub mod migrations;
 pub mod object;
 pub mod os;
 pub mod packet;
@@ -264,6 +265,11 @@ pub fn run(request: &Request, global: Global) -> Result<Record, String> {
             .set_f64("rtt_ns", before.max(after), 0)
             .set_f64("rtt_before_ns", before, 0)
             .set_f64("rtt_after_ns", after, 0);
+    }
+    if let Some((warmup, window)) = migrations::warmup_and_window() {
+        record
+            .set("migrations_warmup", warmup)
+            .set("migrations_window", window);
     }
     global.add_counters(&mut record);
     Ok(record)
