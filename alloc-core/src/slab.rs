@@ -146,6 +146,20 @@ pub struct SlabCounts {
     pub free_objects: u64,
 }
 
+/// Which partial slabs of another lane a refill may take
+/// ([`SlabList::refill`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Carving {
+    /// Only one carved to its end: its free objects came back.
+    Done,
+    /// Any, the one the other lane is still carving included.
+    Any,
+}
+
+/// Slabs of each other lane's partial list a refill looks at for one
+/// carved to its end before it takes a new slab.
+const STEAL_SCAN: usize = 4;
+
 /// The slabs of one size class on one node.
 ///
 /// Partial slabs are kept per [`Lane`]: a slab on `partial[l]` gives its
@@ -191,8 +205,19 @@ impl SlabList {
     /// when the arena is exhausted (or the OS refused memory).
     ///
     /// Slabs are tried in this order: `lane`'s partial slabs, an empty
-    /// slab, another lane's partial slab (moved to `lane`: memory is not
-    /// taken from the OS while a slab has free objects), a new slab.
+    /// slab, another lane's partial slab that is carved to its end (moved
+    /// to `lane`: memory is not taken from the OS while objects came back
+    /// to a slab), a new slab, and only when the arena has none left,
+    /// another lane's slab that it is still carving.
+    ///
+    /// A slab the other lane is still carving is not taken while a new one
+    /// can be had: the two lanes would carve alternate stretches of it (a
+    /// refill of 64 objects of 256 B is four pages), and a CPU whose
+    /// buffers sit in the pages next to another CPU's pays a line transfer
+    /// each time a prefetcher runs into the other's (docs/PERFORMANCE.md,
+    /// "Neighbours on two CPUs"). It costs no memory that is used: a
+    /// slab's pages are touched only as its objects are, and the lane that
+    /// started the slab carves on from where it stopped.
     pub fn refill(
         &mut self,
         node: NodeId,
@@ -210,15 +235,18 @@ impl SlabList {
                 self.unlink_empty(node, slab);
                 self.push_partial(node, slab, lane);
                 slab
-            } else if let Some(slab) = self.partial.iter().copied().find(|&head| head != NIL) {
+            } else if let Some(slab) = self.other_lanes_partial(node, Carving::Done) {
+                self.unlink_partial(node, slab);
+                self.push_partial(node, slab, lane);
+                slab
+            } else if let Some(slab) = self.new_slab(node, class, lane) {
+                slab
+            } else if let Some(slab) = self.other_lanes_partial(node, Carving::Any) {
                 self.unlink_partial(node, slab);
                 self.push_partial(node, slab, lane);
                 slab
             } else {
-                match self.new_slab(node, class, lane) {
-                    Some(slab) => slab,
-                    None => break,
-                }
+                break;
             };
             let Some(rest) = out.get_mut(filled..) else {
                 break;
@@ -228,6 +256,30 @@ impl SlabList {
             filled = filled.wrapping_add(self.take_from(node, class, slab, rest));
         }
         filled
+    }
+
+    /// A partial slab of any lane's list (every slab on the lists of the
+    /// lane calling [`Self::refill`] has been tried already) that `carving`
+    /// accepts: with [`Carving::Done`], one carved to its end, found among
+    /// the first [`STEAL_SCAN`] slabs of each list.
+    fn other_lanes_partial(&mut self, node: NodeId, carving: Carving) -> Option<u32> {
+        for &head in &self.partial {
+            let mut slab = head;
+            for _ in 0..STEAL_SCAN {
+                if slab == NIL {
+                    break;
+                }
+                // SAFETY: `slab` is on one of this list's partial lists, so
+                // its entry is committed and guarded by the list's lock,
+                // which `&mut self` proves is held (SlabMeta guard rule).
+                let meta = unsafe { &*arena::meta(node, slab) };
+                if carving == Carving::Any || meta.carved == meta.capacity {
+                    return Some(slab);
+                }
+                slab = meta.next;
+            }
+        }
+        None
     }
 
     /// Takes objects from `slab` (on the partial list) into `out`.
@@ -729,6 +781,50 @@ mod tests {
         unsafe { list.flush(node, class, &objects, 0) };
         // SAFETY: the two objects taken last, returned once.
         unsafe { list.flush(node, class, &[a_object, b_object], 0) };
+        assert_eq!(list.check_invariants(node, class), 0);
+        list.release_empty(node, class);
+    }
+
+    #[test]
+    fn a_lane_does_not_carve_on_in_a_slab_another_lane_is_carving() {
+        // Two CPUs' first refills of the churn's class: 64 objects of
+        // 256 B each, four pages of a 256-object slab.
+        let class = SizeClass::for_layout(256, 8).unwrap();
+        let node = NodeId::ZERO;
+        let (a, b) = (Lane::of_cpu(0), Lane::of_cpu(1));
+        let mut list = list_for_test();
+        let per_slab = objects_per_slab(class);
+        assert!(per_slab >= 4 * 64, "{per_slab} objects a slab");
+        let slab_of = |object: *mut u8| object as usize & !(slab_bytes(class) - 1);
+        let mut a_first = std::vec![core::ptr::null_mut(); 64];
+        assert_eq!(list.refill(node, class, a, &mut a_first), 64);
+        // Lane b has no slab of its own and there is no empty one; a's
+        // slab has free objects, but a is carving it: b takes a new slab.
+        let mut b_first = std::vec![core::ptr::null_mut(); 64];
+        assert_eq!(list.refill(node, class, b, &mut b_first), 64);
+        assert_ne!(slab_of(b_first[0]), slab_of(a_first[0]));
+        assert!(b_first.iter().all(|&o| slab_of(o) == slab_of(b_first[0])));
+        assert_eq!(list.counts().slabs, 2);
+        // Each lane carves on in its own slab, from where it stopped: no
+        // page holds objects of both.
+        let mut a_next = std::vec![core::ptr::null_mut(); 64];
+        let mut b_next = std::vec![core::ptr::null_mut(); 64];
+        assert_eq!(list.refill(node, class, a, &mut a_next), 64);
+        assert_eq!(list.refill(node, class, b, &mut b_next), 64);
+        let pages = |objects: &[*mut u8]| -> HashSet<usize> {
+            objects.iter().map(|&o| o as usize >> 12).collect()
+        };
+        let a_pages = &pages(&a_first) | &pages(&a_next);
+        let b_pages = &pages(&b_first) | &pages(&b_next);
+        assert!(
+            a_pages.is_disjoint(&b_pages),
+            "a {a_pages:?}, b {b_pages:?}"
+        );
+        assert!(a_next.iter().all(|&o| slab_of(o) == slab_of(a_first[0])));
+        assert_eq!(list.check_invariants(node, class), 4 * 64, "objects out");
+        let all: std::vec::Vec<*mut u8> = [a_first, a_next, b_first, b_next].concat();
+        // SAFETY: every object handed out above, returned once.
+        unsafe { list.flush(node, class, &all, 0) };
         assert_eq!(list.check_invariants(node, class), 0);
         list.release_empty(node, class);
     }
