@@ -216,8 +216,8 @@ impl ColdSlot {
 }
 
 /// One thread's trades with the spare sheaf of one class: its count of
-/// spare swaps (most slow paths are spare swaps), and which kind its last trade of the class was, with the
-/// thread's allocation counts around it.
+/// spare swaps (most slow paths are spare swaps), and which kind its last
+/// trade of the class was, with the thread's allocation counts around it.
 ///
 /// # Why the last trade matters: bursts that straddle the boundary
 ///
