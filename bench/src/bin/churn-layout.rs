@@ -132,27 +132,19 @@ fn colours(addresses: &[usize]) -> String {
 /// (`neighbour-probe` measures what that costs with no allocator).
 fn shared_pages(bursts: &[Vec<usize>]) -> String {
     let all: Vec<Vec<usize>> = bursts.iter().map(|burst| pages(burst)).collect();
-    let shared = all.first().map_or(0, |first| {
-        first
-            .iter()
-            .filter(|page| {
-                all.iter()
-                    .skip(1)
-                    .any(|other| other.binary_search(page).is_ok())
-            })
-            .count()
-    });
-    let beside = all.first().map_or(0, |first| {
-        first
-            .iter()
-            .filter(|&&page| {
-                all.iter().skip(1).any(|other| {
-                    [page.wrapping_sub(1), page.wrapping_add(1)]
-                        .iter()
-                        .any(|next| other.binary_search(next).is_ok())
-                })
-            })
-            .count()
+    // The first burst's pages for which another burst `touches` them.
+    let count = |touches: &dyn Fn(usize, &[usize]) -> bool| {
+        all.first().map_or(0, |first| {
+            first
+                .iter()
+                .filter(|&&page| all.iter().skip(1).any(|other| touches(page, other)))
+                .count()
+        })
+    };
+    let holds = |pages: &[usize], page: usize| pages.binary_search(&page).is_ok();
+    let shared = count(&|page, other| holds(other, page));
+    let beside = count(&|page, other| {
+        holds(other, page.wrapping_sub(1)) || holds(other, page.wrapping_add(1))
     });
     format!(
         "pages holding buffers of both threads' last bursts: {shared}; \
