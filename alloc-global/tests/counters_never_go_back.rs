@@ -8,8 +8,10 @@
 //! it was lower. This test reads snapshots as fast as it can while a
 //! thread takes slow paths, in whichever mode the process runs.
 
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::Layout;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+mod common;
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -40,24 +42,7 @@ fn slow_path_and_spare_swap_counters_never_decrease() {
             // Each round takes three sheaves' worth and gives them back:
             // spare swaps and barn trades both ways, every round.
             for round in 0..ROUNDS {
-                let tag = round as u8;
-                let objects: Vec<*mut u8> = (0..3 * capacity)
-                    .map(|i| {
-                        // SAFETY: a valid, non-zero layout.
-                        let object = unsafe { GLOBAL.alloc(layout) };
-                        assert!(!object.is_null());
-                        // SAFETY: `SIZE` bytes were just allocated.
-                        unsafe { object.write_bytes(tag ^ i as u8, 64) };
-                        object
-                    })
-                    .collect();
-                for (i, object) in objects.into_iter().enumerate() {
-                    // SAFETY: the first 64 bytes were written above.
-                    let bytes = unsafe { std::slice::from_raw_parts(object, 64) };
-                    assert!(bytes.iter().all(|&b| b == tag ^ i as u8));
-                    // SAFETY: allocated above with `layout`, freed once.
-                    unsafe { GLOBAL.dealloc(object, layout) };
-                }
+                common::take_and_give_back(&GLOBAL, layout, 3 * capacity, 64, round as u8);
             }
             done.store(true, Ordering::Release);
         });

@@ -4,8 +4,10 @@
 //! shared counters. In both modes: per-CPU spare swaps are counted by the
 //! thread that made them.
 
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::Layout;
 use std::sync::mpsc;
+
+mod common;
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
@@ -31,23 +33,7 @@ fn a_live_threads_pending_spare_swaps_are_in_the_snapshot() {
         // Three times: take three sheaves' worth, then give them back. The
         // frees fill main and then swap in the empty spare.
         for round in 0..3u8 {
-            let objects: Vec<*mut u8> = (0..3 * capacity)
-                .map(|i| {
-                    // SAFETY: a valid, non-zero layout.
-                    let object = unsafe { GLOBAL.alloc(layout) };
-                    assert!(!object.is_null());
-                    // SAFETY: `SIZE` bytes were just allocated.
-                    unsafe { object.write_bytes(round ^ i as u8, SIZE) };
-                    object
-                })
-                .collect();
-            for (i, object) in objects.into_iter().enumerate() {
-                // SAFETY: written above, `SIZE` bytes.
-                let bytes = unsafe { std::slice::from_raw_parts(object, SIZE) };
-                assert!(bytes.iter().all(|&b| b == round ^ i as u8));
-                // SAFETY: allocated above with `layout`, freed once.
-                unsafe { GLOBAL.dealloc(object, layout) };
-            }
+            common::take_and_give_back(&GLOBAL, layout, 3 * capacity, SIZE, round);
         }
         done_tx.send(()).unwrap();
         // Live (and holding its pending counts) until the reader is done.

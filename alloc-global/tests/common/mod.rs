@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests: content patterns, seeds,
-//! pinning.
+//! pinning, rounds of objects taken and given back.
 #![allow(dead_code)]
 
 pub mod child;
@@ -127,5 +127,36 @@ pub fn expected_mode() -> sheafalloc::CacheMode {
         sheafalloc::CacheMode::PerThread
     } else {
         sheafalloc::CacheMode::PerCpu
+    }
+}
+
+/// One round of taking `count` objects of `layout` from `allocator` and
+/// giving them back: object `i` gets `tag ^ i` in its first `bytes` bytes,
+/// checked before it is freed, in allocation order. With `count` a few
+/// sheaves' worth, every round swaps and trades sheaves both ways.
+pub fn take_and_give_back<A: std::alloc::GlobalAlloc>(
+    allocator: &A,
+    layout: std::alloc::Layout,
+    count: usize,
+    bytes: usize,
+    tag: u8,
+) {
+    assert!(bytes <= layout.size());
+    let objects: Vec<*mut u8> = (0..count)
+        .map(|i| {
+            // SAFETY: a valid, non-zero layout (the callers' constants).
+            let object = unsafe { allocator.alloc(layout) };
+            assert!(!object.is_null());
+            // SAFETY: `layout.size() >= bytes` bytes were just allocated.
+            unsafe { object.write_bytes(tag ^ i as u8, bytes) };
+            object
+        })
+        .collect();
+    for (i, object) in objects.into_iter().enumerate() {
+        // SAFETY: written above, `bytes` bytes.
+        let written = unsafe { std::slice::from_raw_parts(object, bytes) };
+        assert!(written.iter().all(|&b| b == tag ^ i as u8));
+        // SAFETY: allocated above with `layout`, freed once.
+        unsafe { allocator.dealloc(object, layout) };
     }
 }
