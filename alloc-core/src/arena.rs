@@ -1,12 +1,23 @@
 //! The arena: one contiguous reservation of address space, one region per
-//! node, carved into 64 KiB chunks; and the side table of slab metadata.
+//! node, each split into one sub-region per [`Lane`], carved into 64 KiB
+//! chunks; and the side table of slab metadata.
 //!
 //! # Why one reservation
 //!
 //! The home node of any object is pure arithmetic on its address:
-//! `(ptr - base) >> node_shift`. Finding an object's slab is arithmetic too,
+//! `(ptr - base) >> node_shift`, and so is its home lane, the next
+//! `log2(LANES)` bits down. Finding an object's slab is arithmetic too,
 //! because a slab of `2^order` chunks starts on a `2^order`-chunk boundary:
-//! `ptr & !(slab_bytes - 1)`. Neither needs to read memory.
+//! `ptr & !(slab_bytes - 1)`. None of them needs to read memory.
+//!
+//! # Lane regions
+//!
+//! A slab for a CPU of lane `l` comes from `l`'s region of the node (while
+//! that has room), so an object's lane is where it was carved, and a CPU's
+//! free path tells its own lane's objects from another's with the same one
+//! range test that tells its node's from another node's. Each lane region
+//! has its own bump pointer and free runs; a lane whose region is used up
+//! takes runs from the others'.
 //!
 //! # Runs
 //!
@@ -26,6 +37,7 @@
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
+use crate::lane::{Lane, LANES};
 use crate::node::{NodeId, MAX_NODES};
 use crate::os;
 use crate::slab::{SlabMeta, NIL};
@@ -55,41 +67,61 @@ static NODE_SHIFT: AtomicU32 = AtomicU32::new(0);
 struct NodeArena {
     /// Address of this node's `SlabMeta` table (set once at init).
     meta: AtomicUsize,
-    /// Mirror of `ArenaInner::bump` for lock-free readers (only grows).
-    bump: AtomicU32,
+    /// Mirror of each lane region's `LaneRuns::bump` for lock-free readers
+    /// (only grows).
+    bump: [AtomicU32; LANES],
     inner: Mutex<ArenaInner>,
 }
 
-/// Bookkeeping of one node's region.
-///
-/// Invariants: `bump <= committed <= chunk_limit`; every chunk below `bump`
-/// is committed and belongs to exactly one slab or one free run; each
-/// `free_runs[o]` list links (through `SlabMeta::next`) runs of order `o`
-/// whose pages hold no data.
+/// Bookkeeping of one node's region: one [`LaneRuns`] per lane region.
 struct ArenaInner {
+    lanes: [LaneRuns; LANES],
+}
+
+/// Bookkeeping of one lane's region of a node, chunks `start..limit` of
+/// the node's region.
+///
+/// Invariants: `start <= bump <= limit`; every chunk in `start..bump` is
+/// committed, with its metadata entry (the table's bytes up to
+/// `meta_committed_end` are), and belongs to exactly one slab or one free
+/// run; each `free_runs[o]` list links (through `SlabMeta::next`) runs of
+/// order `o` of this region whose pages hold no data.
+struct LaneRuns {
+    start: u32,
     bump: u32,
-    chunk_limit: u32,
-    meta_committed_bytes: usize,
+    limit: u32,
+    meta_committed_end: usize,
     free_runs: [u32; ORDERS],
     free_run_count: [u32; ORDERS],
+}
+
+impl LaneRuns {
+    const UNSET: LaneRuns = LaneRuns {
+        start: 0,
+        bump: 0,
+        limit: 0,
+        meta_committed_end: 0,
+        free_runs: [NIL; ORDERS],
+        free_run_count: [0; ORDERS],
+    };
 }
 
 static NODE_ARENAS: [NodeArena; MAX_NODES] = [const {
     NodeArena {
         meta: AtomicUsize::new(0),
-        bump: AtomicU32::new(0),
+        bump: [const { AtomicU32::new(0) }; LANES],
         inner: Mutex::new(
             LockRank::Arena,
             ArenaInner {
-                bump: 0,
-                chunk_limit: 0,
-                meta_committed_bytes: 0,
-                free_runs: [NIL; ORDERS],
-                free_run_count: [0; ORDERS],
+                lanes: [LaneRuns::UNSET; LANES],
             },
         ),
     }
 }; MAX_NODES];
+
+/// log2 of [`LANES`]: a node's region splits into `2^LANE_BITS` lane
+/// regions.
+const LANE_BITS: u32 = LANES.trailing_zeros();
 
 /// Reserves the regions of `node_count` nodes. Called by the runtime's
 /// initialisation; a second call (a child that redoes an initialisation
@@ -110,12 +142,27 @@ pub(crate) fn init(node_count: usize) -> bool {
         let Some(base) = os::reserve(total, span) else {
             continue;
         };
+        // A power of two of at least 2^12 chunks: the lanes split it evenly.
+        let lane_chunks = (chunks >> LANE_BITS) as u32;
         for arena in NODE_ARENAS.iter().take(node_count) {
             let Some(meta) = os::reserve(meta_bytes, os::page_size()) else {
                 return false;
             };
             arena.meta.store(meta.as_ptr() as usize, Ordering::Relaxed);
-            arena.inner.lock().chunk_limit = chunks as u32;
+            let mut inner = arena.inner.lock();
+            for (lane, (runs, bump)) in inner.lanes.iter_mut().zip(&arena.bump).enumerate() {
+                // Cannot wrap: `lane < LANES`, and the products are at most
+                // the node's chunks (at most 2^20).
+                let start = lane_chunks.wrapping_mul(lane as u32);
+                *runs = LaneRuns {
+                    start,
+                    bump: start,
+                    limit: start.wrapping_add(lane_chunks),
+                    meta_committed_end: (start as usize).wrapping_mul(meta_entry),
+                    ..LaneRuns::UNSET
+                };
+                bump.store(start, Ordering::Relaxed);
+            }
         }
         #[cfg(feature = "checks")]
         for node in 0..node_count {
@@ -155,6 +202,29 @@ pub fn node_base(node: NodeId) -> usize {
     // (`node.index() < node_count()`) the sum is an address the arena's
     // reservation covers.
     base().wrapping_add(node.index().wrapping_mul(node_span()))
+}
+
+/// Bytes of address space per lane region of a node.
+#[inline(always)]
+pub fn lane_span() -> usize {
+    node_span() >> LANE_BITS
+}
+
+/// Start of `lane`'s region of `node`.
+#[inline(always)]
+pub fn lane_base(node: NodeId, lane: Lane) -> usize {
+    // Cannot wrap: the lane region lies inside the node's region.
+    node_base(node).wrapping_add(lane.index().wrapping_mul(lane_span()))
+}
+
+/// Home lane of an address of the arena (`home_node(ptr)` is `Some`): the
+/// lane whose region of the node holds it.
+#[inline]
+pub fn home_lane(ptr: usize) -> Lane {
+    let shift = NODE_SHIFT.load(Ordering::Relaxed).saturating_sub(LANE_BITS);
+    // Cannot wrap for an arena address (at or above the base); any other
+    // gives some lane, which callers do not use.
+    Lane::of_region(ptr.wrapping_sub(base()) >> shift)
 }
 
 /// Home node of an arena address, or `None` if the address is outside the
@@ -207,24 +277,27 @@ pub(crate) fn meta(node: NodeId, index: u32) -> *mut SlabMeta {
     table.wrapping_add(index as usize)
 }
 
-/// Takes a run of `2^order` chunks from `node`; its pages read as zero.
-pub(crate) fn take_run(node: NodeId, order: usize) -> Option<u32> {
+/// Takes a run of `2^order` chunks from `lane`'s region of `node`; its
+/// pages read as zero. `None` when that region has no room left.
+pub(crate) fn take_run(node: NodeId, lane: Lane, order: usize) -> Option<u32> {
     let mut inner = node_arena(node).inner.lock();
-    if let Some(run) = pop_free(node, &mut inner, order) {
+    // SAFETY: `lane.index() < LANES` (Lane invariant).
+    let runs = unsafe { inner.lanes.get_unchecked_mut(lane.index()) };
+    if let Some(run) = pop_free(node, runs, order) {
         return Some(run);
     }
-    if let Some(run) = bump_run(node, &mut inner, order) {
+    if let Some(run) = bump_run(node, lane, runs, order) {
         return Some(run);
     }
     // Split the smallest larger free run.
     for larger in order.saturating_add(1)..ORDERS {
-        if let Some(run) = pop_free(node, &mut inner, larger) {
+        if let Some(run) = pop_free(node, runs, larger) {
             // Keep the first `2^order` chunks; the upper halves, largest
             // first, go back to the free lists.
             for upper in (order..larger).rev() {
                 // Cannot wrap: the upper half lies inside the run of order
                 // `larger`, below the chunk limit (at most 2^20).
-                push_free(node, &mut inner, run.wrapping_add(1 << upper), upper);
+                push_free(node, runs, run.wrapping_add(1 << upper), upper);
             }
             return Some(run);
         }
@@ -236,18 +309,32 @@ pub(crate) fn take_run(node: NodeId, order: usize) -> Option<u32> {
 /// touched).
 pub(crate) fn give_run(node: NodeId, run: u32, order: usize) {
     let mut inner = node_arena(node).inner.lock();
-    push_free(node, &mut inner, run, order);
+    let Some(runs) = inner
+        .lanes
+        .iter_mut()
+        .find(|runs| (runs.start..runs.limit).contains(&run))
+    else {
+        crate::invariant!(false, "run outside the node's region");
+        return;
+    };
+    push_free(node, runs, run, order);
 }
 
-fn pop_free(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
-    let (head, count) = free_list(inner, order)?;
+/// The lane whose region holds chunk `chunk` of a node's region.
+pub(crate) fn lane_of_chunk(chunk: u32) -> Lane {
+    let lane_chunks = lane_span() >> CHUNK_SHIFT;
+    Lane::of_region((chunk as usize).checked_div(lane_chunks).unwrap_or(0))
+}
+
+fn pop_free(node: NodeId, runs: &mut LaneRuns, order: usize) -> Option<u32> {
+    let (head, count) = free_list(runs, order)?;
     let run = *head;
     if run == NIL {
         return None;
     }
     // SAFETY: `run` is below the bump pointer (free-list invariant), so its
     // metadata entry is committed; free runs' entries are guarded by the
-    // arena lock, which `inner` proves we hold.
+    // arena lock, which `runs` (inside the lock's data) proves we hold.
     let entry = unsafe { &mut *meta(node, run) };
     *head = entry.next;
     // Cannot wrap: the count is the length of the list, which held `run`.
@@ -256,8 +343,8 @@ fn pop_free(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
     Some(run)
 }
 
-fn push_free(node: NodeId, inner: &mut ArenaInner, run: u32, order: usize) {
-    let Some((head, count)) = free_list(inner, order) else {
+fn push_free(node: NodeId, runs: &mut LaneRuns, run: u32, order: usize) {
+    let Some((head, count)) = free_list(runs, order) else {
         crate::invariant!(false, "run order above MAX_SLAB_ORDER");
         return;
     };
@@ -274,21 +361,21 @@ fn push_free(node: NodeId, inner: &mut ArenaInner, run: u32, order: usize) {
 
 /// The head and length of the free list of `order` (`None` above
 /// `MAX_SLAB_ORDER`).
-fn free_list(inner: &mut ArenaInner, order: usize) -> Option<(&mut u32, &mut u32)> {
+fn free_list(runs: &mut LaneRuns, order: usize) -> Option<(&mut u32, &mut u32)> {
     Some((
-        inner.free_runs.get_mut(order)?,
-        inner.free_run_count.get_mut(order)?,
+        runs.free_runs.get_mut(order)?,
+        runs.free_run_count.get_mut(order)?,
     ))
 }
 
-fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
+fn bump_run(node: NodeId, lane: Lane, runs: &mut LaneRuns, order: usize) -> Option<u32> {
     let run_chunks = 1u32.checked_shl(order as u32)?;
-    let start = inner.bump;
+    let start = runs.bump;
     // `run_chunks` is a power of two, so `mask` cannot wrap.
     let mask = run_chunks.wrapping_sub(1);
     let aligned = start.checked_add(mask)? & !mask;
     let end = aligned.checked_add(run_chunks)?;
-    if end > inner.chunk_limit {
+    if end > runs.limit {
         return None;
     }
     // Cannot wrap: `start <= aligned < end`.
@@ -298,7 +385,7 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
     if !os::commit(region, (chunks as usize) << CHUNK_SHIFT) {
         return None;
     }
-    if !commit_meta(node, inner, end) {
+    if !commit_meta(node, runs, end) {
         return None;
     }
     #[cfg(feature = "checks")]
@@ -318,8 +405,9 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
             }
         }
     }
-    inner.bump = end;
-    node_arena(node).bump.store(end, Ordering::Release);
+    runs.bump = end;
+    // SAFETY: `lane.index() < LANES` (Lane invariant).
+    unsafe { node_arena(node).bump.get_unchecked(lane.index()) }.store(end, Ordering::Release);
     // Hand the alignment gap to the free lists as aligned runs: at each
     // position the largest run that is aligned there and fits before
     // `aligned` (order 0, one chunk, always does).
@@ -332,36 +420,40 @@ fn bump_run(node: NodeId, inner: &mut ArenaInner, order: usize) -> Option<u32> {
             .rev()
             .find(|&order| (1u32 << order) <= room)
             .unwrap_or(0);
-        push_free(node, inner, gap, order);
+        push_free(node, runs, gap, order);
         // Cannot wrap: `gap + 2^order <= aligned`.
         gap = gap.wrapping_add(1 << order);
     }
     Some(aligned)
 }
 
-fn commit_meta(node: NodeId, inner: &mut ArenaInner, chunks: u32) -> bool {
+/// Commits the metadata entries of chunks up to `chunks` (exclusive) of
+/// `runs`' region.
+fn commit_meta(node: NodeId, runs: &mut LaneRuns, chunks: u32) -> bool {
     let entry = core::mem::size_of::<SlabMeta>();
     let Some(needed) = (chunks as usize).checked_mul(entry) else {
         return false;
     };
-    if needed <= inner.meta_committed_bytes {
+    if needed <= runs.meta_committed_end {
         return true;
     }
     let step = 64 * 1024;
+    let page = os::page_size();
     let table = node_arena(node).meta.load(Ordering::Relaxed);
     let (Some(target), Some(limit)) = (
         needed.checked_next_multiple_of(step),
-        (inner.chunk_limit as usize)
+        (runs.limit as usize)
             .checked_mul(entry)
-            .and_then(|limit| limit.checked_next_multiple_of(os::page_size())),
+            .and_then(|limit| limit.checked_next_multiple_of(page)),
     ) else {
         return false;
     };
     let target = target.min(limit);
-    let (Some(start), Some(bytes)) = (
-        table.checked_add(inner.meta_committed_bytes),
-        target.checked_sub(inner.meta_committed_bytes),
-    ) else {
+    // The first page may be shared with the region below's entries:
+    // committing it again is harmless. The page size is a power of two:
+    // the mask cannot wrap.
+    let from = runs.meta_committed_end & !page.wrapping_sub(1);
+    let (Some(start), Some(bytes)) = (table.checked_add(from), target.checked_sub(from)) else {
         return false;
     };
     let Some(start) = NonNull::new(start as *mut u8) else {
@@ -370,7 +462,7 @@ fn commit_meta(node: NodeId, inner: &mut ArenaInner, chunks: u32) -> bool {
     if !os::commit(start, bytes) {
         return false;
     }
-    inner.meta_committed_bytes = target;
+    runs.meta_committed_end = target;
     true
 }
 
@@ -406,20 +498,36 @@ pub(crate) unsafe fn unlock_all_after_fork() {
     }
 }
 
-/// Chunks below `node`'s bump pointer (every chunk that ever held a slab).
-pub fn bump_chunks(node: NodeId) -> u32 {
-    node_arena(node).bump.load(Ordering::Acquire)
+/// True if chunk `chunk` of `node`'s region was ever carved for a slab
+/// (it lies below its lane region's bump pointer).
+pub fn is_carved(node: NodeId, chunk: u32) -> bool {
+    let lane = lane_of_chunk(chunk);
+    // SAFETY: `lane.index() < LANES` (Lane invariant).
+    let bump = unsafe { node_arena(node).bump.get_unchecked(lane.index()) };
+    let lane_chunks = (lane_span() >> CHUNK_SHIFT) as u32;
+    // Cannot wrap: `lane < LANES` and the product is at most the node's
+    // chunks.
+    let start = lane_chunks.wrapping_mul(lane.index() as u32);
+    (start..bump.load(Ordering::Acquire)).contains(&chunk)
 }
 
 /// Chunks carved from `node`'s region so far, and chunks sitting in free runs.
 pub fn usage(node: NodeId) -> (u64, u64) {
     let inner = node_arena(node).inner.lock();
-    let free = inner
-        .free_run_count
+    inner
+        .lanes
         .iter()
-        .enumerate()
-        .fold(0u64, |free, (order, &count)| {
-            free.saturating_add(u64::from(count) << order)
-        });
-    (u64::from(inner.bump), free)
+        .fold((0u64, 0u64), |(carved, free), runs| {
+            let free = runs
+                .free_run_count
+                .iter()
+                .enumerate()
+                .fold(free, |free, (order, &count)| {
+                    free.saturating_add(u64::from(count) << order)
+                });
+            (
+                carved.saturating_add(u64::from(runs.bump.saturating_sub(runs.start))),
+                free,
+            )
+        })
 }

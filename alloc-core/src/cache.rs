@@ -379,6 +379,16 @@ impl ClassDepot {
             ..Self::of(class)
         }
     }
+
+    /// This depot, with its barn trades on `lane`'s stacks (a remote batch
+    /// goes to the lane of its objects).
+    #[inline]
+    pub fn on_lane(&self, lane: Lane) -> Self {
+        Self {
+            lane: Some(lane),
+            ..*self
+        }
+    }
 }
 
 // SAFETY: (1) nothing here allocates or panics: static tables, futex locks

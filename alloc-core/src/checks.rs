@@ -76,8 +76,9 @@ pub(crate) fn commit(node: NodeId, start: u32, end: u32) -> bool {
 fn tag(node: NodeId, chunk: u32) -> &'static AtomicU8 {
     let tags = node.entry(&TAGS).load(Ordering::Relaxed) as *const AtomicU8;
     // SAFETY: the tag table covers every chunk of the node's region and is
-    // committed for every chunk below the bump pointer (`commit`), which any
-    // chunk holding a slab is; AtomicU8 has the layout of u8.
+    // committed for every chunk below its lane region's bump pointer
+    // (`commit`), which any chunk holding a slab is; AtomicU8 has the
+    // layout of u8.
     unsafe { &*tags.add(chunk as usize) }
 }
 
@@ -132,7 +133,7 @@ pub fn on_free(ptr: *mut u8, class: SizeClass) {
         fail(b"free of a pointer sheafalloc never handed out", ptr, class);
     };
     let chunk = arena::chunk_index(node, ptr as usize);
-    if chunk >= arena::bump_chunks(node) {
+    if !arena::is_carved(node, chunk) {
         fail(b"free of a pointer sheafalloc never handed out", ptr, class);
     }
     let owner = tag(node, chunk).load(Ordering::Acquire);

@@ -304,6 +304,8 @@ stat_table! {
             "Times a barn had no full sheaf (a slab refill followed).";
         barn_lane_steals => "barn_lane_steals_total",
             "Full sheaves taken from another CPU lane's surplus (objects freed on one CPU, used on another, as in a hand-off); counted among the barn's hits.";
+        lane_returns => "lane_returned_objects_total",
+            "Objects freed on a CPU of another lane (a thread that moved between the allocation and the free, or another thread) and sent back to their lane's barn stack in batches (per-CPU mode).";
         barn_put_hits => "barn_put_hits_total",
             "Full sheaves stored in a barn.";
         barn_put_misses => "barn_put_misses_total",
@@ -323,7 +325,7 @@ stat_table! {
         slow_path_allocs => "slow_path_allocations_total",
             "Allocations that missed the fast path (main sheaf empty or missing); a high share of allocations says the sheaf capacity is small for the bursts.";
         slow_path_frees => "slow_path_frees_total",
-            "Frees that missed the fast path (main sheaf full, or a remote object).";
+            "Frees that missed the fast path: main sheaf full; in per-thread mode also every free of another node's object; in per-CPU mode a free of another node's or lane's object only where its batch is full or for another home.";
         capacity_adjustments => "capacity_adjustments_total",
             "Sheaf capacity changes made by the auto-tuner.";
     }

@@ -9,7 +9,10 @@
 //! them) and hands a CPU its own lane's sheaves first, another lane's only
 //! from a surplus (see [`crate::barn`]); slabs keep partial slabs per lane
 //! so that two CPUs do not carve neighbours out of one slab (see
-//! [`crate::slab`]). A CPU's lane is its number modulo [`LANES`]: with more
+//! [`crate::slab`]); each node's arena region is split into one region per
+//! lane, so an object's lane is arithmetic on its address and a CPU sends
+//! what it frees of another lane's back to that lane (see
+//! [`crate::arena`], [`crate::percpu`]). A CPU's lane is its number modulo [`LANES`]: with more
 //! CPUs than lanes, the CPUs of one lane share it, as every CPU of a node
 //! shared the barn before.
 
@@ -35,6 +38,15 @@ impl Lane {
         // `LANES` is a power of two at most 256: the mask keeps the
         // invariant and the value fits a `u8`.
         Lane((cpu & LANE_MASK) as u8)
+    }
+
+    /// The lane of lane region number `region` of the arena (regions are
+    /// numbered across nodes: the low bits pick the lane; see
+    /// [`crate::arena`]).
+    #[inline]
+    pub const fn of_region(region: usize) -> Lane {
+        // The mask keeps the invariant and the value fits a `u8`.
+        Lane((region & LANE_MASK as usize) as u8)
     }
 
     /// The lane of the CPU the calling thread runs on (one load from the

@@ -72,6 +72,15 @@ pub struct Sheaf {
     pub node: NodeId,
     /// Class of the objects.
     pub class: SizeClass,
+    /// Of a per-CPU remote batch: the start of the arena region of its
+    /// objects' home (their lane's region of their node), which the
+    /// batch's push tests an object's address against, and whose lane's
+    /// barn stack the batch goes to. Set when the batch is installed;
+    /// stale in a former batch, where nothing reads it.
+    pub batch_region_base: usize,
+    /// Of a per-CPU remote batch: the length of that region. 0 in a sheaf
+    /// the pool hands out and in the empty sheaf (no object passes).
+    pub batch_region_span: usize,
     /// Entries of object storage after the header (fixed when made).
     storage: u32,
     /// Start of the object storage; `storage` entries, `[..len]` valid.
@@ -88,6 +97,8 @@ impl Sheaf {
         next: ptr::null_mut(),
         node: NodeId::ZERO,
         class: SizeClass::FIRST,
+        batch_region_base: 0,
+        batch_region_span: 0,
         storage: 0,
         objects: [],
     };
@@ -355,6 +366,8 @@ impl SheafPool {
             ptr::addr_of_mut!((*raw).next).write(ptr::null_mut());
             ptr::addr_of_mut!((*raw).node).write(node);
             ptr::addr_of_mut!((*raw).class).write(class);
+            ptr::addr_of_mut!((*raw).batch_region_base).write(0);
+            ptr::addr_of_mut!((*raw).batch_region_span).write(0);
             ptr::addr_of_mut!((*raw).storage).write(storage);
         }
         NonNull::new(raw)

@@ -157,8 +157,11 @@ enum Carving {
 }
 
 /// Slabs of each other lane's partial list a refill looks at for one
-/// carved to its end before it takes a new slab.
+/// carved to its end before it takes one still being carved.
 const STEAL_SCAN: usize = 4;
+
+/// Slabs of the empty list a refill looks at for one of its lane's region.
+const EMPTY_SCAN: usize = 8;
 
 /// The slabs of one size class on one node.
 ///
@@ -205,19 +208,21 @@ impl SlabList {
     /// when the arena is exhausted (or the OS refused memory).
     ///
     /// Slabs are tried in this order: `lane`'s partial slabs, an empty
-    /// slab, another lane's partial slab that is carved to its end (moved
-    /// to `lane`: memory is not taken from the OS while objects came back
-    /// to a slab), a new slab, and only when the arena has none left,
-    /// another lane's slab that it is still carving.
+    /// slab of `lane`'s region of the arena, a new slab from that region;
+    /// and only when that region has none left, another region's empty
+    /// slab, another lane's partial slab (one carved to its end first),
+    /// and a new slab from another lane's region.
     ///
-    /// A slab the other lane is still carving is not taken while a new one
-    /// can be had: the two lanes would carve alternate stretches of it (a
-    /// refill of 64 objects of 256 B is four pages), and a CPU whose
-    /// buffers sit in the pages next to another CPU's pays a line transfer
-    /// each time a prefetcher runs into the other's (docs/PERFORMANCE.md,
-    /// "Neighbours on two CPUs"). It costs no memory that is used: a
-    /// slab's pages are touched only as its objects are, and the lane that
-    /// started the slab carves on from where it stopped.
+    /// So a lane's objects come from its own region, where no other CPU's
+    /// are: a CPU whose buffers sit in the pages next to another CPU's
+    /// pays a line transfer each time a prefetcher runs into the other's
+    /// (docs/PERFORMANCE.md, "Neighbours on two CPUs"), and a per-CPU
+    /// cache sends what it frees of another lane's objects back to that
+    /// lane, by their address (`percpu`). What it costs: free objects in
+    /// another lane's slabs wait for that lane's CPUs, so memory is taken
+    /// from the OS while they wait (at most one set of partial slabs per
+    /// lane in use; empty slabs go back to the OS after
+    /// [`EMPTY_DECAY_MS`]).
     pub fn refill(
         &mut self,
         node: NodeId,
@@ -230,20 +235,24 @@ impl SlabList {
             let own = *self.partial_head(lane);
             let slab = if own != NIL {
                 own
-            } else if self.empty_head != NIL {
-                let slab = self.empty_head;
+            } else if let Some(slab) = self.empty_slab(node, Some(lane)) {
                 self.unlink_empty(node, slab);
                 self.push_partial(node, slab, lane);
                 slab
-            } else if let Some(slab) = self.other_lanes_partial(node, Carving::Done) {
-                self.unlink_partial(node, slab);
+            } else if let Some(slab) = self.new_slab(node, class, lane, lane) {
+                slab
+            } else if let Some(slab) = self
+                .empty_slab(node, None)
+                .or_else(|| self.other_lanes_partial(node, Carving::Done))
+                .or_else(|| self.other_lanes_partial(node, Carving::Any))
+            {
+                self.unlink_empty_or_partial(node, slab);
                 self.push_partial(node, slab, lane);
                 slab
-            } else if let Some(slab) = self.new_slab(node, class, lane) {
-                slab
-            } else if let Some(slab) = self.other_lanes_partial(node, Carving::Any) {
-                self.unlink_partial(node, slab);
-                self.push_partial(node, slab, lane);
+            } else if let Some(slab) = Lane::all()
+                .filter(|&region| region != lane)
+                .find_map(|region| self.new_slab(node, class, lane, region))
+            {
                 slab
             } else {
                 break;
@@ -256,6 +265,36 @@ impl SlabList {
             filled = filled.wrapping_add(self.take_from(node, class, slab, rest));
         }
         filled
+    }
+
+    /// An empty slab: of `region`'s part of the arena, among the first
+    /// [`EMPTY_SCAN`] of the empty list, or with `None` the newest of any.
+    fn empty_slab(&self, node: NodeId, region: Option<Lane>) -> Option<u32> {
+        let mut slab = self.empty_head;
+        for _ in 0..EMPTY_SCAN {
+            if slab == NIL {
+                return None;
+            }
+            if region.is_none_or(|region| arena::lane_of_chunk(slab) == region) {
+                return Some(slab);
+            }
+            // SAFETY: `slab` is on this list's empty list, so its entry is
+            // committed and guarded by the list's lock, which the caller's
+            // `&mut self` (refill) holds (SlabMeta guard rule).
+            slab = unsafe { (*arena::meta(node, slab)).next };
+        }
+        None
+    }
+
+    /// Takes `slab` off the empty list or off its lane's partial list.
+    fn unlink_empty_or_partial(&mut self, node: NodeId, slab: u32) {
+        // SAFETY: `slab` is on one of this list's lists; lock held.
+        let state = unsafe { (*arena::meta(node, slab)).state };
+        if state == SlabState::Empty {
+            self.unlink_empty(node, slab);
+        } else {
+            self.unlink_partial(node, slab);
+        }
     }
 
     /// A partial slab of any lane's list (every slab on the lists of the
@@ -437,13 +476,21 @@ impl SlabList {
         true
     }
 
-    fn new_slab(&mut self, node: NodeId, class: SizeClass, lane: Lane) -> Option<u32> {
+    /// A new slab from `region`'s part of `node`'s arena, on `lane`'s
+    /// partial list.
+    fn new_slab(
+        &mut self,
+        node: NodeId,
+        class: SizeClass,
+        lane: Lane,
+        region: Lane,
+    ) -> Option<u32> {
         let order = slab_order(class);
         let capacity = objects_per_slab(class) as u32;
         if capacity == 0 {
             return None;
         }
-        let slab = arena::take_run(node, order)?;
+        let slab = arena::take_run(node, region, order)?;
         // SAFETY: `take_run` handed the run to us: no one else references
         // its entry, and from now on our lock guards it.
         let meta = unsafe { &mut *arena::meta(node, slab) };
@@ -734,54 +781,97 @@ mod tests {
     }
 
     #[test]
-    fn a_lane_refills_from_its_own_partial_slabs_first() {
+    fn a_lane_takes_its_slabs_from_its_own_region() {
         let class = SizeClass::for_layout(4096, 8).unwrap();
         let node = NodeId::ZERO;
         let (a, b) = (Lane::of_cpu(0), Lane::of_cpu(1));
         let mut list = list_for_test();
         let per_slab = objects_per_slab(class);
         let slab_of = |object: *mut u8| object as usize & !(slab_bytes(class) - 1);
-        // Lane a takes two whole slabs (both full, on no list), then one
-        // object of each comes back: both slabs are partial on a's list.
+        let lane_of = |object: *mut u8| arena::home_lane(object as usize);
+        // Lane a takes two whole slabs (both full, on no list), from its
+        // region; then one object of each comes back: both slabs are
+        // partial on a's list.
         let mut objects = std::vec![core::ptr::null_mut(); per_slab * 2];
         assert_eq!(list.refill(node, class, a, &mut objects), per_slab * 2);
+        assert!(objects.iter().all(|&object| lane_of(object) == a));
         let (first, second) = (objects[0], objects[per_slab]);
         assert_ne!(slab_of(first), slab_of(second));
         // SAFETY: handed out above, returned once.
         unsafe { list.flush(node, class, &[first, second], 0) };
         list.check_invariants(node, class);
-        // Lane b has no partial slab and there is no empty one: it takes one
-        // of a's partial slabs rather than a new slab from the OS.
+        // Lane b has no partial slab: it takes a new slab from its own
+        // region, not a's free objects.
         let slabs_before = list.counts().slabs;
         let mut one = [core::ptr::null_mut(); 1];
         assert_eq!(list.refill(node, class, b, &mut one), 1);
         let b_object = one[0];
-        assert!(b_object == first || b_object == second);
-        assert_eq!(list.counts().slabs, slabs_before);
+        assert_eq!(lane_of(b_object), b);
+        assert_eq!(list.counts().slabs, slabs_before + 1);
         list.check_invariants(node, class);
-        // Lane a gets the object of the slab that stayed on its list.
+        // Lane a gets an object of its partial slabs.
         assert_eq!(list.refill(node, class, a, &mut one), 1);
+        assert!(one[0] == first || one[0] == second, "{:?}", one[0]);
         let a_object = one[0];
-        assert_ne!(slab_of(a_object), slab_of(b_object));
-        // A free into b's slab, from anywhere, goes back to b's list, and b
-        // takes it before anything else.
-        let b_other = objects
-            .iter()
-            .copied()
-            .find(|&object| slab_of(object) == slab_of(b_object) && object != b_object)
-            .unwrap();
-        // SAFETY: handed out above, not returned yet.
-        unsafe { list.flush(node, class, &[b_other], 0) };
-        assert_eq!(list.refill(node, class, b, &mut one), 1);
-        assert_eq!(one[0], b_other);
-        list.check_invariants(node, class);
-        // Everything back.
+        // Every object of a comes back: its two slabs are empty. Lane b,
+        // asking for more than its slab has left, takes another new slab
+        // from its region rather than one of a's empty slabs.
         objects.retain(|&object| object != first && object != second);
-        // SAFETY: every object handed out, returned once.
+        objects.push(a_object);
+        // SAFETY: every object of a's handed out above, returned once.
         unsafe { list.flush(node, class, &objects, 0) };
-        // SAFETY: the two objects taken last, returned once.
-        unsafe { list.flush(node, class, &[a_object, b_object], 0) };
+        assert_eq!(list.counts().empty_slabs, 2);
+        let mut b_more = std::vec![core::ptr::null_mut(); per_slab];
+        assert_eq!(list.refill(node, class, b, &mut b_more), per_slab);
+        assert!(b_more.iter().all(|&object| lane_of(object) == b));
+        assert_eq!(list.counts().slabs, slabs_before + 2);
+        assert_eq!(list.counts().empty_slabs, 2);
+        // Lane a takes one of its empty slabs.
+        assert_eq!(list.refill(node, class, a, &mut one), 1);
+        assert_eq!(lane_of(one[0]), a);
+        assert_eq!(list.counts().empty_slabs, 1);
+        assert_eq!(list.counts().slabs, slabs_before + 2);
+        assert_eq!(list.check_invariants(node, class), per_slab as u64 + 2);
+        // Everything back.
+        b_more.extend([b_object, one[0]]);
+        // SAFETY: the objects still out, each returned once.
+        unsafe { list.flush(node, class, &b_more, 0) };
         assert_eq!(list.check_invariants(node, class), 0);
+        list.release_empty(node, class);
+    }
+
+    #[test]
+    fn a_lane_whose_region_is_used_up_takes_slabs_from_another() {
+        // The last lane: on a machine with fewer CPUs than lanes no thread
+        // of this test binary refills from its region.
+        let lane = Lane::of_cpu(LANES as u32 - 1);
+        let class = SizeClass::for_layout(4096, 8).unwrap();
+        let node = NodeId::ZERO;
+        let mut list = list_for_test();
+        // Take every run of the region: address space only, never touched.
+        let mut runs = Vec::new();
+        for order in (0..=arena::MAX_SLAB_ORDER).rev() {
+            while let Some(run) = arena::take_run(node, lane, order) {
+                runs.push((run, order));
+            }
+        }
+        assert!(!runs.is_empty());
+        let mut one = [core::ptr::null_mut(); 1];
+        assert_eq!(list.refill(node, class, lane, &mut one), 1);
+        let elsewhere = one[0];
+        assert_ne!(arena::home_lane(elsewhere as usize), lane);
+        // SAFETY: handed out above, returned once.
+        unsafe { list.flush(node, class, &[elsewhere], 0) };
+        list.release_empty(node, class);
+        assert_eq!(list.counts().slabs, 0);
+        // Runs given back: the lane carves its own region again.
+        for (run, order) in runs {
+            arena::give_run(node, run, order);
+        }
+        assert_eq!(list.refill(node, class, lane, &mut one), 1);
+        assert_eq!(arena::home_lane(one[0] as usize), lane);
+        // SAFETY: handed out above, returned once.
+        unsafe { list.flush(node, class, &one, 0) };
         list.release_empty(node, class);
     }
 

@@ -70,12 +70,17 @@ use crate::sheaf::Sheaf;
 
 const LEN: usize = offset_of!(Sheaf, len);
 const CAPACITY: usize = offset_of!(Sheaf, capacity);
-const NODE: usize = offset_of!(Sheaf, node);
 const OBJECTS: usize = offset_of!(Sheaf, objects);
 const STOPPED: usize = offset_of!(CpuCache, stopped);
 const OWNER: usize = offset_of!(CpuCache, owner);
-const NODE_BASE: usize = offset_of!(CpuCache, node_base);
-const NODE_SPAN: usize = offset_of!(CpuCache, node_span);
+/// Offsets of the regions a push tests the object's address against: the
+/// node's (the slow path) and the CPU's lane's (the fast path).
+pub(super) const NODE_BASE: usize = offset_of!(CpuCache, node_base);
+pub(super) const NODE_SPAN: usize = offset_of!(CpuCache, node_span);
+pub(super) const LANE_BASE: usize = offset_of!(CpuCache, lane_base);
+pub(super) const LANE_SPAN: usize = offset_of!(CpuCache, lane_span);
+const REGION_BASE: usize = offset_of!(Sheaf, batch_region_base);
+const REGION_SPAN: usize = offset_of!(Sheaf, batch_region_span);
 /// Offsets in a class's [`ClassSlots`], from its main slot.
 const MAIN_LEN: usize = offset_of!(ClassSlots, len);
 /// The same offsets from the first class's record: the pop and push take
@@ -275,48 +280,29 @@ pub unsafe fn pop(rseq: *mut u8, record: usize) -> *mut u8 {
     object
 }
 
-/// A push section: arm, find the CPU's cache (into `{at}`), run `$body`
-/// (which ends in the commit, or jumps to `{miss}`), then the abort
-/// handler out of line and the descriptor; a miss returns false from the
-/// enclosing function. `$extra` are the operands `$body` adds to the ones
-/// every push has.
-macro_rules! push_section {
-    ([$($body:expr),+ $(,)?], $rseq:expr, $table:expr, $record:expr, $object:expr, $($extra:tt)*) => {
-        core::arch::asm!(
-            arm!("at"),
-            current_cache!(),
-            $($body,)+
-            "5:",
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) $rseq,
-            table = in(reg) $table,
-            record = in(reg) $record,
-            object = in(reg) $object,
-            at = out(reg) _,
-            len = out(reg) _,
-            objects = const OBJECTS,
-            miss = label { return false; },
-            $($extra)*
-            options(nostack),
-        )
-    };
-}
-
 /// Pushes `object` onto the main sheaf of the class whose record is at
 /// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the cache the thread's GS base points
 /// at, if that is the current CPU's cache, no drain holds it, the object's
-/// home is its node (the address lies in the node's arena region, which
-/// the cache records) and the sheaf has room; false otherwise.
+/// address lies in the region whose base and span the cache keeps at
+/// offsets `BASE` and `SPAN` (its lane's or its node's) and the sheaf has
+/// room; false otherwise.
 ///
 /// # Safety
 ///
 /// 1. and 2. as [`pop`] (a main sheaf's objects have the cache's node as
 ///    home).
+/// 3. `BASE` and `SPAN` are [`NODE_BASE`] and [`NODE_SPAN`], or
+///    [`LANE_BASE`] and [`LANE_SPAN`]: a region inside the cache's node's.
 #[inline(always)]
-pub unsafe fn push(rseq: *mut u8, record: usize, object: *mut u8) -> bool {
-    // SAFETY: as in `pop`; the store into the sheaf's array lies above its
-    // committed length and below its capacity, inside its storage. A miss
+pub unsafe fn push<const BASE: usize, const SPAN: usize>(
+    rseq: *mut u8,
+    record: usize,
+    object: *mut u8,
+) -> bool {
+    // SAFETY: as in `pop`; the object's home is the cache's node (duty 3),
+    // as a main sheaf's must be; the store into the sheaf's array lies
+    // above its committed length and below its capacity, inside its
+    // storage. A miss
     // leaves the section by a jump to the label (nothing committed). No
     // input register is written: a restart starts from them.
     unsafe {
@@ -324,8 +310,8 @@ pub unsafe fn push(rseq: *mut u8, record: usize, object: *mut u8) -> bool {
             arm!("len"),
             on_own_cpu!("len", "{miss}"),
             "mov {len}, {object}",
-            "sub {len}, qword ptr gs:[{node_base}]",
-            "cmp {len}, qword ptr gs:[{node_span}]",
+            "sub {len}, qword ptr gs:[{base}]",
+            "cmp {len}, qword ptr gs:[{span}]",
             "jae {miss}",
             "mov {len:e}, dword ptr gs:[{record} + {main_len}]",
             "cmp {len:e}, dword ptr gs:[{record} + {main_capacity}]",
@@ -346,8 +332,8 @@ pub unsafe fn push(rseq: *mut u8, record: usize, object: *mut u8) -> bool {
             owner = const OWNER,
             owner_key = const super::OWNER_KEY,
             objects = const OBJECTS,
-            node_base = const NODE_BASE,
-            node_span = const NODE_SPAN,
+            base = const BASE,
+            span = const SPAN,
             main = const FIRST_MAIN,
             main_len = const FIRST_MAIN_LEN,
             main_capacity = const FIRST_MAIN_CAPACITY,
@@ -358,49 +344,56 @@ pub unsafe fn push(rseq: *mut u8, record: usize, object: *mut u8) -> bool {
 }
 
 /// Pushes `object` onto the remote batch of the class whose record is at
-/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the current CPU's cache if that
-/// batch's objects have home
-/// `home`, the cache is not stopped and the batch has room; false
-/// otherwise. A batch's length and capacity are in its header (batches
-/// hold one other node's objects each, and are off the fast path).
+/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the cache the thread's GS base points
+/// at, if that is the current CPU's cache, no drain holds it, the object's
+/// address lies in the batch's region (its home's: a lane's region of a
+/// node, which the batch's header records; span 0 in the empty sheaf) and
+/// the batch has room; false otherwise. A batch's length and capacity are
+/// in its header (batches are off the pop's and push's path).
 ///
 /// # Safety
 ///
-/// 1. and 2. as [`pop`].
+/// 1. and 2. as [`pop`] (a remote batch's header records its objects'
+///    region).
 #[inline(always)]
-pub unsafe fn push_batch(
-    rseq: *mut u8,
-    table: *const AtomicPtr<CpuCache>,
-    record: usize,
-    object: *mut u8,
-    home: usize,
-) -> bool {
-    // SAFETY: as in `push`; the commit is the store of the batch's length.
+pub unsafe fn push_batch(rseq: *mut u8, record: usize, object: *mut u8) -> bool {
+    // SAFETY: as in `push`; the object's home is the batch's (its address
+    // lies in the batch's region); the store into the batch's array lies
+    // above its committed length and below its capacity, inside its
+    // storage; the commit is the store of the batch's length.
     unsafe {
-        push_section!(
-            [
-                unless_stopped!("{miss}"),
-                "mov {at}, qword ptr [{at} + {record} + {remote}]",
-                "movzx {len:e}, word ptr [{at} + {node_off}]",
-                "cmp {len}, {home}",
-                "jne {miss}",
-                "mov {len:e}, dword ptr [{at} + {len_off}]",
-                "cmp {len:e}, dword ptr [{at} + {capacity_off}]",
-                "jae {miss}",
-                "mov qword ptr [{at} + {len}*8 + {objects}], {object}",
-                "add {len:e}, 1",
-                "mov dword ptr [{at} + {len_off}], {len:e}",
-            ],
-            rseq,
-            table,
-            record,
-            object,
-            home = in(reg) home,
-            stopped = const STOPPED,
+        core::arch::asm!(
+            arm!("len"),
+            on_own_cpu!("len", "{miss}"),
+            "mov {batch}, qword ptr gs:[{record} + {remote}]",
+            "mov {len}, {object}",
+            "sub {len}, qword ptr [{batch} + {region_base}]",
+            "cmp {len}, qword ptr [{batch} + {region_span}]",
+            "jae {miss}",
+            "mov {len:e}, dword ptr [{batch} + {len_off}]",
+            "cmp {len:e}, dword ptr [{batch} + {capacity_off}]",
+            "jae {miss}",
+            "mov qword ptr [{batch} + {len}*8 + {objects}], {object}",
+            "add {len:e}, 1",
+            "mov dword ptr [{batch} + {len_off}], {len:e}",
+            "5:",
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) rseq,
+            record = in(reg) record,
+            object = in(reg) object,
+            len = out(reg) _,
+            batch = out(reg) _,
+            miss = label { return false; },
+            owner = const OWNER,
+            owner_key = const super::OWNER_KEY,
+            objects = const OBJECTS,
             remote = const FIRST_REMOTE,
-            node_off = const NODE,
+            region_base = const REGION_BASE,
+            region_span = const REGION_SPAN,
             len_off = const LEN,
             capacity_off = const CAPACITY,
+            options(nostack),
         );
     }
     true

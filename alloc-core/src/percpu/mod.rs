@@ -49,6 +49,7 @@ use core::mem::offset_of;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
+use crate::lane::Lane;
 use crate::node::NodeId;
 use crate::os;
 use crate::sheaf::Sheaf;
@@ -86,10 +87,18 @@ pub struct CpuCache {
     /// The node whose objects the main and spare sheaves hold (a drain
     /// changes it, when the topology moved the CPU to another node).
     node: AtomicU8,
+    /// The CPU's lane (fixed: its number modulo `LANES`).
+    lane: Lane,
     /// `node`'s arena region, `[node_base, node_base + node_span)`: the
-    /// push section's home test (span 0: every push misses).
+    /// slow path's push, which keeps another lane's object here (span 0:
+    /// every such push misses).
     pub(crate) node_base: AtomicUsize,
     pub(crate) node_span: AtomicUsize,
+    /// The lane's region of `node`'s arena, `[lane_base, lane_base +
+    /// lane_span)`: the fast path's push, which takes only objects of this
+    /// CPU's lane (span 0: every push misses).
+    pub(crate) lane_base: AtomicUsize,
+    pub(crate) lane_span: AtomicUsize,
     classes: [ClassSlots; NUM_CLASSES],
 }
 
@@ -175,6 +184,11 @@ impl CpuCache {
         NodeId::new(usize::from(self.node.load(Ordering::Acquire))).unwrap_or(NodeId::ZERO)
     }
 
+    /// The CPU's lane.
+    pub(crate) fn lane(&self) -> Lane {
+        self.lane
+    }
+
     /// Makes `node` this cache's node (its sheaves must be empty: a new
     /// cache, or one a drain holds).
     pub(crate) fn set_node(&self, node: NodeId) {
@@ -183,6 +197,10 @@ impl CpuCache {
             .store(crate::arena::node_base(node), Ordering::Release);
         self.node_span
             .store(crate::arena::node_span(), Ordering::Release);
+        self.lane_base
+            .store(crate::arena::lane_base(node, self.lane), Ordering::Release);
+        self.lane_span
+            .store(crate::arena::lane_span(), Ordering::Release);
     }
 }
 
@@ -230,15 +248,18 @@ static OWNED: [AtomicPtr<CpuCache>; MAX_CPUS] =
     [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CPUS];
 
 /// A stand-in cache: every slot the empty sheaf, so pops (length 0) and
-/// pushes (node span 0, capacity 0) miss without a test of their own, and
+/// pushes (spans 0, capacity 0) miss without a test of their own, and
 /// stopped, which the other sections test. Never written.
 const fn stand_in() -> CpuCache {
     CpuCache {
         stopped: AtomicU8::new(1),
         owner: AtomicU32::new(NO_OWNER),
         node: AtomicU8::new(0),
+        lane: Lane::ZERO,
         node_base: AtomicUsize::new(0),
         node_span: AtomicUsize::new(0),
+        lane_base: AtomicUsize::new(0),
+        lane_span: AtomicUsize::new(0),
         classes: [const { ClassSlots::empty() }; NUM_CLASSES],
     }
 }
@@ -463,7 +484,8 @@ pub unsafe fn pop(rseq: *mut u8, class: SizeClass) -> Option<*mut u8> {
 
 /// HOT PATH (free, per-CPU mode): push onto the main sheaf of `class` of
 /// the cache the thread's GS base points at if it is the current CPU's,
-/// the object's home is that CPU's node and the sheaf has room.
+/// the object's home is that CPU's lane of its node and the sheaf has
+/// room.
 ///
 /// # Safety
 ///
@@ -473,9 +495,60 @@ pub unsafe fn push(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: duty 1, as in `pop`. The section tests the object's home
-        // against the cache's node region: an address outside it (another
-        // node, or outside the arena) misses, and the slow path sorts it.
-        unsafe { cs::push(rseq, class.record_offset(), object) }
+        // against the cache's lane region: an address outside it (another
+        // lane, another node, or outside the arena) misses, and the slow
+        // path sorts it.
+        unsafe {
+            cs::push::<{ cs::LANE_BASE }, { cs::LANE_SPAN }>(rseq, class.record_offset(), object)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rseq, class, object);
+        false
+    }
+}
+
+/// The slow path's push: as [`push`], for an object of any lane of the
+/// CPU's node (one the slow path keeps here rather than sending it back to
+/// its lane).
+///
+/// # Safety
+///
+/// As [`push`].
+#[inline]
+pub(crate) unsafe fn push_on_node(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: as in `push`, against the node's region.
+        unsafe {
+            cs::push::<{ cs::NODE_BASE }, { cs::NODE_SPAN }>(rseq, class.record_offset(), object)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rseq, class, object);
+        false
+    }
+}
+
+/// A free whose push missed, first thing: push onto the remote batch of
+/// `class` of the cache the thread's GS base points at, if it is the
+/// current CPU's, the object's home is the batch's (another lane's or
+/// another node's object, sent back to it) and the batch has room. One
+/// section, and no slow path counted: a CPU that frees what another CPU
+/// allocated (the consumer of a hand-off) pays this for each such free.
+///
+/// # Safety
+///
+/// As [`push`].
+#[inline(never)]
+pub unsafe fn push_batch(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: as in `push`; a remote slot holds the empty sheaf (span
+        // 0) or a batch whose header records its objects' region.
+        unsafe { cs::push_batch(rseq, class.record_offset(), object) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -598,8 +671,11 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
         ptr::addr_of_mut!((*cache).stopped).write(AtomicU8::new(0));
         ptr::addr_of_mut!((*cache).owner).write(AtomicU32::new(owner_of(cpu)));
         ptr::addr_of_mut!((*cache).node).write(AtomicU8::new(0));
+        ptr::addr_of_mut!((*cache).lane).write(Lane::of_cpu(cpu));
         ptr::addr_of_mut!((*cache).node_base).write(AtomicUsize::new(0));
         ptr::addr_of_mut!((*cache).node_span).write(AtomicUsize::new(0));
+        ptr::addr_of_mut!((*cache).lane_base).write(AtomicUsize::new(0));
+        ptr::addr_of_mut!((*cache).lane_span).write(AtomicUsize::new(0));
         (*cache).set_node(node);
     }
     match owned.compare_exchange(ptr::null_mut(), cache, Ordering::AcqRel, Ordering::Acquire) {

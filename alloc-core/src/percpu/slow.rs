@@ -19,6 +19,7 @@ use core::sync::atomic::Ordering;
 use super::{cache_of, empty_sheaf, CpuCache, Slot, SpareHas, ThreadGs};
 use crate::cache::{CacheCounters, ClassDepot};
 use crate::exchange::{self, Depot};
+use crate::lane::Lane;
 use crate::node::NodeId;
 use crate::os;
 use crate::sheaf::Sheaf;
@@ -62,6 +63,24 @@ impl Here<'_> {
 
     fn node(&self) -> NodeId {
         self.cache.node()
+    }
+
+    /// Whether the CPU's remote batch holds objects of a home other than
+    /// `home` (a hint: other threads of this CPU may change it).
+    fn batch_holds_another_home(&self, home: Home) -> bool {
+        real(self.load(Slot::Remote)).is_some_and(|batch| {
+            // SAFETY: a slot's sheaf stays valid memory (sheaves are never
+            // unmapped); its header's fields are read as hints, as
+            // `free_slow` reads the spare's.
+            let (base, len) = unsafe {
+                let batch = batch.as_ptr();
+                (
+                    core::ptr::read_volatile(&(*batch).batch_region_base),
+                    core::ptr::read_volatile(&(*batch).len),
+                )
+            };
+            len > 0 && base != crate::arena::lane_base(home.node, home.lane)
+        })
     }
 
     fn load(&self, slot: Slot) -> *mut Sheaf {
@@ -298,33 +317,32 @@ pub unsafe fn free_slow(
     counts: ClassCounts,
 ) {
     let depot = ClassDepot::of(class);
-    let Some(home) = crate::arena::home_node(object as usize) else {
+    let Some(home) = Home::of(object) else {
         crate::invariant!(false, "free of a pointer outside the arena");
         return;
     };
-    // Every remote free comes here: first the one section that batches it
-    // if the CPU's remote batch is for its home and has room. Not for an
-    // object whose home is the node of the cache the thread was last on
-    // (no batch holds that node's objects: the section would miss).
-    // SAFETY: duties 1 and 2.
-    if home != gs.node() && unsafe { push_to_batch(rseq, class, object, home) } {
-        return;
-    }
+    // The caller tried the remote batch (`push_batch`) after the push.
     for attempt in 0..ATTEMPTS {
         let Some(here) = Here::now(rseq, class, gs) else {
             break;
         };
         let node = here.node();
-        if home != node {
+        let other_lane = home.lane != here.cache.lane();
+        if home.node != node || (other_lane && !here.batch_holds_another_home(home)) {
+            // Another node's object, or another lane's: back to its home
+            // in the remote batch.
             // SAFETY: duties 1 and 2.
             if unsafe { free_remote(&here, &depot, object, home) } {
                 return;
             }
             continue;
         }
-        // As in `alloc_slow`, the caller's push missed just now.
+        // Kept here: this lane's object (the caller's push missed just
+        // now, as in `alloc_slow`), or another lane's while the batch holds
+        // objects of another home (sending it back would flush a batch per
+        // free where the frees come from many lanes).
         // SAFETY: duties 1 and 2.
-        if attempt > 0 && unsafe { super::push(rseq, class, object) } {
+        if (attempt > 0 || other_lane) && unsafe { super::push_on_node(rseq, class, object) } {
             return;
         }
         // 0. A spare with room and the cache's capacity: one section swaps
@@ -401,8 +419,8 @@ pub unsafe fn free_slow(
     // the thread keeps moving). Counted by the caller as a free; a remote
     // one is counted here, as a batch of one.
     let node = os::current_cpu_fast().map_or(NodeId::ZERO, crate::topology::node_of_cpu);
-    if home != node {
-        depot.remote_frees().add(node, home, 1);
+    if home.node != node {
+        depot.remote_frees().add(node, home.node, 1);
     }
     // SAFETY: duty 2.
     unsafe { crate::thread_cache::slab_free_one(class, object) };
@@ -483,29 +501,35 @@ fn split_off_main(
     true
 }
 
-/// Batches an object whose home is another node in the CPU's remote slot;
-/// a batch that is full or for another node is handed over and a fresh one
-/// installed. True once the object is batched (or sent home).
+/// Batches an object whose home is another node, or another lane of this
+/// node, in the CPU's remote slot; a batch that is full or for another
+/// home is handed over and a fresh one installed. True once the object is
+/// batched (or sent home).
 ///
 /// # Safety
 ///
 /// 1. As [`free_slow`].
-unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home: NodeId) -> bool {
+unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home: Home) -> bool {
     // SAFETY: duty 1.
-    if unsafe { push_to_batch(here.rseq, here.class, object, home) } {
+    if unsafe { super::push_batch(here.rseq, here.class, object) } {
         return true;
     }
     let batch = here.load(Slot::Remote);
     let Some(fresh) = depot
         .pool()
-        .take(depot.class(), home, depot.sheaf_capacity())
+        .take(depot.class(), home.node, depot.sheaf_capacity())
     else {
         // No memory for a batch: send the object home alone.
-        // SAFETY: duty 2: a free object whose home is `home`.
-        unsafe { depot.flush(home, &[object]) };
-        depot.remote_frees().add(here.node(), home, 1);
+        // SAFETY: duty 2: a free object whose home is `home.node`.
+        unsafe { depot.flush(home.node, &[object]) };
+        count_returned(depot, here.node(), home, 1);
         return true;
     };
+    // SAFETY: ours, never installed: the header is ours to write.
+    unsafe {
+        (*fresh.as_ptr()).batch_region_base = crate::arena::lane_base(home.node, home.lane);
+        (*fresh.as_ptr()).batch_region_span = crate::arena::lane_span();
+    }
     if here.replace(Slot::Remote, batch, fresh.as_ptr()) {
         hand_over(depot, here.node(), batch);
     } else {
@@ -515,35 +539,8 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
     false
 }
 
-/// Pushes `object` onto the current CPU's remote batch of `class` if that
-/// batch is for `home` and has room (one section, `cs::push_batch`).
-///
-/// # Safety
-///
-/// As [`free_slow`].
-unsafe fn push_to_batch(rseq: *mut u8, class: SizeClass, object: *mut u8, home: NodeId) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: duty 1 (the rseq area); the object is free (duty 2).
-        unsafe {
-            super::cs::push_batch(
-                rseq,
-                super::CPU_CACHES.as_ptr(),
-                class.record_offset(),
-                object,
-                home.index(),
-            )
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (rseq, class, object, home);
-        false
-    }
-}
-
-/// Sends a detached remote batch home (to the home barn as a full sheaf,
-/// else to the home slabs) and gives its sheaf back.
+/// Sends a detached remote batch home (to its lane's stack of the home
+/// barn as a full sheaf, else to the home slabs) and gives its sheaf back.
 pub(super) fn hand_over(depot: &ClassDepot, from: NodeId, batch: *mut Sheaf) {
     let Some(batch) = real(batch) else {
         return;
@@ -551,17 +548,25 @@ pub(super) fn hand_over(depot: &ClassDepot, from: NodeId, batch: *mut Sheaf) {
     // SAFETY: the caller owns the detached batch.
     let (home, len, capacity) = unsafe {
         let sheaf = &*batch.as_ptr();
-        (sheaf.node, sheaf.len, sheaf.capacity)
+        (
+            Home {
+                node: sheaf.node,
+                lane: crate::arena::home_lane(sheaf.batch_region_base),
+            },
+            sheaf.len,
+            sheaf.capacity,
+        )
     };
     if len == 0 {
         // SAFETY: owned and empty.
         unsafe { depot.pool().give(batch) };
         return;
     }
-    depot.remote_frees().add(from, home, len);
+    count_returned(depot, from, home, len);
     if len == capacity {
+        let to_lane = depot.on_lane(home.lane);
         // SAFETY: owned, objects of the class whose home is `home`.
-        if let Ok(next) = unsafe { exchange::hand_over(depot, home, batch) } {
+        if let Ok(next) = unsafe { exchange::hand_over(&to_lane, home.node, batch) } {
             if let Some(next) = next {
                 // SAFETY: the barn handed us an empty sheaf.
                 unsafe { depot.pool().give(next) };
@@ -571,7 +576,37 @@ pub(super) fn hand_over(depot: &ClassDepot, from: NodeId, batch: *mut Sheaf) {
     }
     // SAFETY: owned; its objects' home is `home`.
     unsafe {
-        exchange::flush(depot, home, &mut *batch.as_ptr());
+        exchange::flush(depot, home.node, &mut *batch.as_ptr());
         depot.pool().give(batch);
+    }
+}
+
+/// Counts `objects` freed on a CPU of node `from` going back to `home`: as
+/// remote frees when that is another node, as lane returns when it is
+/// another lane of the same node.
+fn count_returned(depot: &ClassDepot, from: NodeId, home: Home, objects: u32) {
+    if home.node == from {
+        CacheCounters::add(&depot.counters().lane_returns, u64::from(objects));
+    } else {
+        depot.remote_frees().add(from, home.node, objects);
+    }
+}
+
+/// Where a free object goes back to: its home node, and the lane of that
+/// node whose region of the arena holds it (`crate::arena`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Home {
+    pub(super) node: NodeId,
+    pub(super) lane: Lane,
+}
+
+impl Home {
+    /// The home of `object`, or `None` if it lies outside the arena.
+    fn of(object: *mut u8) -> Option<Home> {
+        let address = object as usize;
+        Some(Home {
+            node: crate::arena::home_node(address)?,
+            lane: crate::arena::home_lane(address),
+        })
     }
 }

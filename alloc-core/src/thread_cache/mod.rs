@@ -192,8 +192,15 @@ mod engine {
             if !self.gs.is_set() {
                 return false;
             }
-            // SAFETY: as in `pop_per_cpu`; duty 1.
-            if !unsafe { crate::percpu::push(self.rseq.get(), class, object) } {
+            let rseq = self.rseq.get();
+            // SAFETY: as in `pop_per_cpu`; duty 1. Another lane's or node's
+            // object misses the push and goes into the CPU's remote batch,
+            // back to its home (`percpu::push_batch`): the free of a
+            // consumer of a hand-off, not a slow path.
+            if !unsafe {
+                crate::percpu::push(rseq, class, object)
+                    || crate::percpu::push_batch(rseq, class, object)
+            } {
                 return false;
             }
             self.hot(class).count_free();
