@@ -119,6 +119,9 @@ unsafe impl GlobalAlloc for SheafAlloc {
             if unsafe { push_fast(ptr, class) } {
                 return;
             }
+            // SAFETY: as above. A tail call: this function saves nothing
+            // for it.
+            return unsafe { free_class_slow(ptr, class) };
         }
         // SAFETY: forwarded from our caller.
         unsafe { dealloc_slow(ptr, layout) }
@@ -472,6 +475,8 @@ unsafe fn dealloc_slow(ptr: *mut u8, layout: Layout) {
 ///
 /// 1. `ptr` was allocated by this allocator for `class` and is no longer
 ///    used.
+#[cold]
+#[inline(never)]
 unsafe fn free_class_slow(ptr: *mut u8, class: SizeClass) {
     // SAFETY: duty 1.
     let done = THREAD_CACHE.try_with(|cache| unsafe { cache.dealloc_slow(class, ptr) });

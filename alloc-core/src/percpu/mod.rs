@@ -542,7 +542,7 @@ pub(crate) unsafe fn push_on_node(rseq: *mut u8, class: SizeClass, object: *mut 
 /// # Safety
 ///
 /// As [`push`].
-#[inline(never)]
+#[inline(always)]
 pub unsafe fn push_batch(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -192,15 +192,30 @@ mod engine {
             if !self.gs.is_set() {
                 return false;
             }
-            let rseq = self.rseq.get();
-            // SAFETY: as in `pop_per_cpu`; duty 1. Another lane's or node's
-            // object misses the push and goes into the CPU's remote batch,
-            // back to its home (`percpu::push_batch`): the free of a
-            // consumer of a hand-off, not a slow path.
-            if !unsafe {
-                crate::percpu::push(rseq, class, object)
-                    || crate::percpu::push_batch(rseq, class, object)
-            } {
+            // SAFETY: as in `pop_per_cpu`; duty 1.
+            if !unsafe { crate::percpu::push(self.rseq.get(), class, object) } {
+                return false;
+            }
+            self.hot(class).count_free();
+            true
+        }
+
+        /// A free whose push missed, first thing: onto the CPU's remote
+        /// batch if the object's home (another lane's or another node's)
+        /// is the batch's (`percpu::push_batch`). False if the thread uses
+        /// no CPU cache. Out of the fast path's function, so that function
+        /// saves no register for a call.
+        ///
+        /// # Safety
+        ///
+        /// 1. As [`ThreadCache::push`].
+        #[inline(always)]
+        unsafe fn push_batch_per_cpu(&self, class: SizeClass, object: *mut u8) -> bool {
+            if !self.gs.is_set() {
+                return false;
+            }
+            // SAFETY: as in `push_per_cpu`; duty 1.
+            if !unsafe { crate::percpu::push_batch(self.rseq.get(), class, object) } {
                 return false;
             }
             self.hot(class).count_free();
@@ -259,12 +274,23 @@ mod engine {
         #[cold]
         #[inline(never)]
         pub unsafe fn dealloc_slow(&self, class: SizeClass, object: *mut u8) {
+            // Another lane's or node's object, going back to its home in
+            // the CPU's remote batch: one section, not a slow path (the
+            // consumer of a hand-off frees every object this way).
+            // SAFETY: duty 1.
+            if unsafe { self.push_batch_per_cpu(class, object) } {
+                return;
+            }
             if !self.ensure_active() {
                 // SAFETY: duty 1.
                 return unsafe { super::uncached_free(class, object) };
             }
-            // SAFETY: duty 1 (as in `alloc_slow`: the thread had moved).
-            if self.follow_cpu() && unsafe { self.push_per_cpu(class, object) } {
+            if self.follow_cpu()
+                // SAFETY: duty 1 (as in `alloc_slow`: the thread had moved).
+                && unsafe {
+                    self.push_per_cpu(class, object) || self.push_batch_per_cpu(class, object)
+                }
+            {
                 return;
             }
             let _guard = SlowPathGuard::enter(self);
