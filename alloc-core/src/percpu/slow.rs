@@ -595,9 +595,9 @@ fn count_returned(depot: &ClassDepot, from: NodeId, home: Home, objects: u32) {
 /// Where a free object goes back to: its home node, and the lane of that
 /// node whose region of the arena holds it (`crate::arena`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Home {
-    pub(super) node: NodeId,
-    pub(super) lane: Lane,
+struct Home {
+    node: NodeId,
+    lane: Lane,
 }
 
 impl Home {
