@@ -309,21 +309,24 @@ pub(crate) fn take_run(node: NodeId, lane: Lane, order: usize) -> Option<u32> {
 /// touched).
 pub(crate) fn give_run(node: NodeId, run: u32, order: usize) {
     let mut inner = node_arena(node).inner.lock();
-    let Some(runs) = inner
-        .lanes
-        .iter_mut()
-        .find(|runs| (runs.start..runs.limit).contains(&run))
-    else {
+    // SAFETY: `index() < LANES` (Lane invariant).
+    let runs = unsafe { inner.lanes.get_unchecked_mut(lane_of_chunk(run).index()) };
+    if !(runs.start..runs.limit).contains(&run) {
         crate::invariant!(false, "run outside the node's region");
         return;
-    };
+    }
     push_free(node, runs, run, order);
+}
+
+/// Chunks per lane region (0 before initialisation).
+fn lane_chunks() -> u32 {
+    // At most 2^20 chunks per node: fits.
+    (lane_span() >> CHUNK_SHIFT) as u32
 }
 
 /// The lane whose region holds chunk `chunk` of a node's region.
 pub(crate) fn lane_of_chunk(chunk: u32) -> Lane {
-    let lane_chunks = lane_span() >> CHUNK_SHIFT;
-    Lane::of_region((chunk as usize).checked_div(lane_chunks).unwrap_or(0))
+    Lane::of_region(chunk.checked_div(lane_chunks()).unwrap_or(0) as usize)
 }
 
 fn pop_free(node: NodeId, runs: &mut LaneRuns, order: usize) -> Option<u32> {
@@ -504,10 +507,9 @@ pub fn is_carved(node: NodeId, chunk: u32) -> bool {
     let lane = lane_of_chunk(chunk);
     // SAFETY: `lane.index() < LANES` (Lane invariant).
     let bump = unsafe { node_arena(node).bump.get_unchecked(lane.index()) };
-    let lane_chunks = (lane_span() >> CHUNK_SHIFT) as u32;
     // Cannot wrap: `lane < LANES` and the product is at most the node's
     // chunks.
-    let start = lane_chunks.wrapping_mul(lane.index() as u32);
+    let start = lane_chunks().wrapping_mul(lane.index() as u32);
     (start..bump.load(Ordering::Acquire)).contains(&chunk)
 }
 
