@@ -173,6 +173,20 @@ pub fn cpus_with_caches() -> usize {
     sheafalloc_core::percpu::cpus_with_caches()
 }
 
+/// CPUs that keep what they free of other CPUs' objects now, because
+/// such objects cross between CPUs all the time there, instead of sending
+/// them back to the CPU that allocated them (per-CPU mode; 0 in per-thread
+/// mode, where every thread keeps what it frees).
+pub fn cpus_keeping_lanes() -> usize {
+    sheafalloc_core::percpu::cpus_keeping_lanes()
+}
+
+/// Switches of CPUs between sending other CPUs' objects back and keeping
+/// them, since start ([`cpus_keeping_lanes`]).
+pub fn lane_steering_switches() -> u64 {
+    sheafalloc_core::percpu::lane_steering_switches()
+}
+
 /// Auto-tuner ticks run since start (about two a second while the process
 /// allocates and the tuner is on).
 pub fn tuner_ticks() -> u64 {

@@ -122,6 +122,16 @@ pub const GLOBAL: &[(&str, &str, StatKind)] = &[
         StatKind::Gauge,
     ),
     (
+        "sheafalloc_cpus_keeping_other_lanes",
+        "CPUs that keep the objects of other CPUs they free, because such objects cross between CPUs continuously there; the others send them back to the CPU that allocated them.",
+        StatKind::Gauge,
+    ),
+    (
+        "sheafalloc_lane_steering_switches_total",
+        "Switches of CPUs between sending other CPUs' objects back and keeping them; a fast rise means a cross-CPU flow near the threshold.",
+        StatKind::Counter,
+    ),
+    (
         "sheafalloc_tuner_ticks_total",
         "Auto-tuner ticks run: about two a second while the process allocates and the tuner is on.",
         StatKind::Counter,
@@ -267,6 +277,8 @@ fn write_global(out: &mut Exposition) {
         i64::from(sheafalloc_core::cache::autotune_enabled()),
         i64::from(sheafalloc_core::percpu::mode() == sheafalloc_core::percpu::CacheMode::PerCpu),
         saturate(sheafalloc_core::percpu::cpus_with_caches() as u64),
+        saturate(sheafalloc_core::percpu::cpus_keeping_lanes() as u64),
+        saturate(sheafalloc_core::percpu::lane_steering_switches()),
         saturate(runtime::tuner_ticks()),
     ];
     for ((name, help, kind), value) in GLOBAL.iter().zip(values) {

@@ -41,6 +41,10 @@ pub struct TopologyView {
     /// CPUs with per-CPU sheaves so far.
     #[serde(default)]
     pub cpus_with_caches: usize,
+    /// CPUs that keep the objects of other CPUs they free (cross-CPU flow
+    /// there is continuous) instead of sending them back.
+    #[serde(default)]
+    pub cpus_keeping_lanes: usize,
     /// The host as hwloc sees it.
     pub host: HostTopology,
 }
@@ -116,6 +120,7 @@ fn view(node_count: usize, simulated: bool, host: HostTopology) -> TopologyView 
         cache_mode: sheafalloc_core::percpu::mode().as_str().to_owned(),
         cache_mode_reason: sheafalloc_core::percpu::fallback_reason().map(str::to_owned),
         cpus_with_caches: sheafalloc_core::percpu::cpus_with_caches(),
+        cpus_keeping_lanes: sheafalloc_core::percpu::cpus_keeping_lanes(),
         host,
     }
 }

@@ -18,15 +18,21 @@
 //!    the sheaves away through the exchange protocol: main and spare to
 //!    the CPU's node, remote batches home, all on the CPU's lane, not the
 //!    drainer's (`ClassDepot::for_cpu`).
+//!
+//! Steps 1, 2 and 4 with nothing taken also switch a CPU between returning
+//! and keeping other lanes' objects (`steer`): the push range is written
+//! while no section can read it.
 
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
+use super::steer::LaneFrees;
 use super::{empty_sheaf, slow, CpuCache, Slot};
 use crate::cache::ClassDepot;
 use crate::exchange;
 use crate::node::NodeId;
 use crate::os;
+use crate::sheaf::Sheaf;
 use crate::size_class::SizeClass;
 use crate::topology::MAX_CPUS;
 
@@ -58,12 +64,17 @@ pub(super) fn move_to_node(cpu: u32, cache: &CpuCache, node: NodeId) {
     drain_cache(cpu, cache, None, Some(node));
 }
 
-fn drain_cache(
-    cpu: u32,
-    cache: &CpuCache,
-    class: Option<SizeClass>,
-    new_node: Option<NodeId>,
-) -> bool {
+/// Makes `cpu` return or keep other lanes' objects (`steer`): holds its
+/// cache as a drain does (steps 1, 2 and 4), with nothing taken, and sets
+/// its push range meanwhile, so no push reads half of it. False if that
+/// could not be done (no membarrier, or a drain holds the cache).
+pub(super) fn set_lane_frees(cpu: u32, cache: &CpuCache, frees: LaneFrees) -> bool {
+    hold(cpu, cache, || cache.set_lane_frees(frees))
+}
+
+/// Steps 1 and 2 above, `work`, then the first half of step 4; false (and
+/// `work` not run) if the cache could not be held.
+fn hold(cpu: u32, cache: &CpuCache, work: impl FnOnce()) -> bool {
     if !super::can_drain() {
         return false;
     }
@@ -80,16 +91,63 @@ fn drain_cache(
         return false;
     }
     cache.owner.store(super::NO_OWNER, Ordering::SeqCst);
-    if !os::membarrier_rseq_cpu(cpu) {
-        // Without the restart a section that read the entry or `owner`
-        // before could still commit: leave the cache to its CPU.
-        cache.owner.store(super::owner_of(cpu), Ordering::Release);
-        entry.store(own, Ordering::Release);
+    let held = os::membarrier_rseq_cpu(cpu);
+    // Without the restart a section that read the entry or `owner` before
+    // could still commit: then the cache goes back to its CPU untouched.
+    if held {
+        work();
+    }
+    cache.owner.store(super::owner_of(cpu), Ordering::Release);
+    entry.store(own, Ordering::Release);
+    held
+}
+
+fn drain_cache(
+    cpu: u32,
+    cache: &CpuCache,
+    class: Option<SizeClass>,
+    new_node: Option<NodeId>,
+) -> bool {
+    // The node the taken sheaves' objects belong to, and the sheaves, per
+    // class: main, spare, remote.
+    let mut node = NodeId::ZERO;
+    let mut detached = [[empty_sheaf(); 3]; crate::size_class::NUM_CLASSES];
+    let held = hold(cpu, cache, || {
+        node = cache.node();
+        take_slots(cache, class, new_node, &mut detached);
+    });
+    if !held {
         return false;
     }
-    let node = cache.node();
-    // The taken sheaves, per class: main, spare, remote.
-    let mut detached = [[empty_sheaf(); 3]; crate::size_class::NUM_CLASSES];
+    for (class, sheaves) in SizeClass::all().zip(detached) {
+        // The drained CPU's lane: its sheaves wait there for it.
+        let depot = ClassDepot::for_cpu(class, cpu);
+        let [main, spare, remote] = sheaves;
+        for sheaf in [main, spare] {
+            if sheaf != empty_sheaf() {
+                if let Some(sheaf) = NonNull::new(sheaf) {
+                    // Taken from its slot past the membarrier: ours. A
+                    // drain after a lower capacity trims it here, so the
+                    // barn never keeps the excess.
+                    let sheaf = slow::sync_capacity(&depot, sheaf);
+                    // SAFETY: ours (above); its objects' home is its node.
+                    unsafe { exchange::dispose(&depot, (*sheaf.as_ptr()).node, sheaf) };
+                }
+            }
+        }
+        slow::hand_over(&depot, node, remote);
+    }
+    true
+}
+
+/// Step 3 on a held cache: takes the slots of `class` (every class with
+/// `None`) into `detached` and moves the cache to `new_node` if given.
+fn take_slots(
+    cache: &CpuCache,
+    class: Option<SizeClass>,
+    new_node: Option<NodeId>,
+    detached: &mut [[*mut Sheaf; 3]; crate::size_class::NUM_CLASSES],
+) {
     for (each, out) in SizeClass::all().zip(detached.iter_mut()) {
         if class.is_some_and(|only| only != each) {
             continue;
@@ -129,25 +187,4 @@ fn drain_cache(
     if let Some(new_node) = new_node {
         cache.set_node(new_node);
     }
-    cache.owner.store(super::owner_of(cpu), Ordering::Release);
-    entry.store(own, Ordering::Release);
-    for (class, sheaves) in SizeClass::all().zip(detached) {
-        // The drained CPU's lane: its sheaves wait there for it.
-        let depot = ClassDepot::for_cpu(class, cpu);
-        let [main, spare, remote] = sheaves;
-        for sheaf in [main, spare] {
-            if sheaf != empty_sheaf() {
-                if let Some(sheaf) = NonNull::new(sheaf) {
-                    // Taken from its slot past the membarrier: ours. A
-                    // drain after a lower capacity trims it here, so the
-                    // barn never keeps the excess.
-                    let sheaf = slow::sync_capacity(&depot, sheaf);
-                    // SAFETY: ours (above); its objects' home is its node.
-                    unsafe { exchange::dispose(&depot, (*sheaf.as_ptr()).node, sheaf) };
-                }
-            }
-        }
-        slow::hand_over(&depot, node, remote);
-    }
-    true
 }

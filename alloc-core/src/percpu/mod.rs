@@ -43,11 +43,14 @@ mod cs;
 mod drain;
 mod gs;
 mod slow;
+pub mod steer;
 
 use core::cell::UnsafeCell;
 use core::mem::offset_of;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 use crate::lane::Lane;
 use crate::node::NodeId;
@@ -59,6 +62,7 @@ use crate::topology::MAX_CPUS;
 pub use drain::{drain, drain_all, drain_class};
 pub use gs::{count_taken as count_gs_taken, threads_with_gs_taken, Follow, ThreadGs};
 pub use slow::{alloc_slow, free_slow};
+pub use steer::{cpus_keeping as cpus_keeping_lanes, switches as lane_steering_switches};
 
 /// One CPU's sheaves.
 ///
@@ -94,12 +98,21 @@ pub struct CpuCache {
     /// every such push misses).
     pub(crate) node_base: AtomicUsize,
     pub(crate) node_span: AtomicUsize,
-    /// The lane's region of `node`'s arena, `[lane_base, lane_base +
-    /// lane_span)`: the fast path's push, which takes only objects of this
-    /// CPU's lane (span 0: every push misses).
+    /// The fast path's push range, `[lane_base, lane_base + lane_span)`:
+    /// the lane's region of `node`'s arena, so the push takes only objects
+    /// of this CPU's lane, while the CPU returns other lanes' objects; the
+    /// node's region while it keeps them (`steer`). Span 0: every push
+    /// misses.
     pub(crate) lane_base: AtomicUsize,
     pub(crate) lane_span: AtomicUsize,
     classes: [ClassSlots; NUM_CLASSES],
+    /// Whether the CPU keeps other lanes' objects (`steer::LaneFrees`);
+    /// written with the push range, while the cache is held.
+    keeps_lanes: AtomicBool,
+    /// Objects of other lanes of its node this CPU met in its slow paths:
+    /// those it sent back, or while it keeps them, those in the full
+    /// sheaves it gave away. Read by the steering tick.
+    pub(crate) foreign: AtomicU64,
 }
 
 /// One class's slots in a CPU's cache, 32 bytes and 32-aligned: the main
@@ -189,6 +202,15 @@ impl CpuCache {
         self.lane
     }
 
+    /// What the CPU does with other lanes' objects now.
+    pub(crate) fn lane_frees(&self) -> steer::LaneFrees {
+        if self.keeps_lanes.load(Ordering::Acquire) {
+            steer::LaneFrees::Keep
+        } else {
+            steer::LaneFrees::Return
+        }
+    }
+
     /// Makes `node` this cache's node (its sheaves must be empty: a new
     /// cache, or one a drain holds).
     pub(crate) fn set_node(&self, node: NodeId) {
@@ -197,10 +219,30 @@ impl CpuCache {
             .store(crate::arena::node_base(node), Ordering::Release);
         self.node_span
             .store(crate::arena::node_span(), Ordering::Release);
-        self.lane_base
-            .store(crate::arena::lane_base(node, self.lane), Ordering::Release);
-        self.lane_span
-            .store(crate::arena::lane_span(), Ordering::Release);
+        self.set_push_range();
+    }
+
+    /// Makes the CPU return or keep other lanes' objects (the cache must
+    /// be new, or held: no section reads the push range meanwhile).
+    pub(crate) fn set_lane_frees(&self, frees: steer::LaneFrees) {
+        self.keeps_lanes
+            .store(frees == steer::LaneFrees::Keep, Ordering::Release);
+        self.set_push_range();
+    }
+
+    /// Sets the push range from the node and what the CPU does with other
+    /// lanes' objects.
+    fn set_push_range(&self) {
+        let node = self.node();
+        let (base, span) = match self.lane_frees() {
+            steer::LaneFrees::Return => (
+                crate::arena::lane_base(node, self.lane),
+                crate::arena::lane_span(),
+            ),
+            steer::LaneFrees::Keep => (crate::arena::node_base(node), crate::arena::node_span()),
+        };
+        self.lane_base.store(base, Ordering::Release);
+        self.lane_span.store(span, Ordering::Release);
     }
 }
 
@@ -261,6 +303,8 @@ const fn stand_in() -> CpuCache {
         lane_base: AtomicUsize::new(0),
         lane_span: AtomicUsize::new(0),
         classes: [const { ClassSlots::empty() }; NUM_CLASSES],
+        keeps_lanes: AtomicBool::new(false),
+        foreign: AtomicU64::new(0),
     }
 }
 
@@ -676,6 +720,8 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
         ptr::addr_of_mut!((*cache).node_span).write(AtomicUsize::new(0));
         ptr::addr_of_mut!((*cache).lane_base).write(AtomicUsize::new(0));
         ptr::addr_of_mut!((*cache).lane_span).write(AtomicUsize::new(0));
+        ptr::addr_of_mut!((*cache).keeps_lanes).write(AtomicBool::new(false));
+        ptr::addr_of_mut!((*cache).foreign).write(AtomicU64::new(0));
         (*cache).set_node(node);
     }
     match owned.compare_exchange(ptr::null_mut(), cache, Ordering::AcqRel, Ordering::Acquire) {

@@ -83,6 +83,51 @@ impl Here<'_> {
         })
     }
 
+    /// Whether the CPU sends other lanes' objects back now (`steer`).
+    fn returns_lanes(&self) -> bool {
+        self.cache.lane_frees() == super::steer::LaneFrees::Return
+    }
+
+    /// Counts, for the steering tick, the objects of a batch this CPU sends
+    /// away (detached: the caller's) if they are another lane's of its
+    /// node.
+    fn count_returned_foreign(&self, batch: *mut Sheaf) {
+        let Some(batch) = real(batch) else {
+            return;
+        };
+        // SAFETY: detached by the caller: its header is the caller's.
+        let (node, len) = unsafe { ((*batch.as_ptr()).node, (*batch.as_ptr()).len) };
+        if node == self.node() {
+            self.cache
+                .foreign
+                .fetch_add(u64::from(len), Ordering::Relaxed);
+        }
+    }
+
+    /// Counts, for the steering tick, another lane's objects in a main
+    /// sheaf this CPU gives away (detached: the caller's) while it keeps
+    /// such objects: a scan of its pointers, once per sheaf of objects,
+    /// only while keeping (then no batch counts them).
+    fn count_kept_foreign(&self, sheaf: NonNull<Sheaf>) {
+        if self.returns_lanes() {
+            return;
+        }
+        let base = crate::arena::lane_base(self.node(), self.cache.lane());
+        let span = crate::arena::lane_span();
+        // SAFETY: detached by the caller: the sheaf and its pointers are
+        // the caller's to read.
+        let held = unsafe { (*sheaf.as_ptr()).held() };
+        let foreign = held
+            .iter()
+            .filter(|&&object| (object as usize).wrapping_sub(base) >= span)
+            .count();
+        if foreign > 0 {
+            self.cache
+                .foreign
+                .fetch_add(foreign as u64, Ordering::Relaxed);
+        }
+    }
+
     fn load(&self, slot: Slot) -> *mut Sheaf {
         self.cache.slot(slot, self.class).load(Ordering::Acquire)
     }
@@ -327,8 +372,10 @@ pub unsafe fn free_slow(
             break;
         };
         let node = here.node();
-        let other_lane = home.lane != here.cache.lane();
-        if home.node != node || (other_lane && !here.batch_holds_another_home(home)) {
+        // Another lane's object goes back unless the CPU keeps them now
+        // (`steer`), or the batch holds another home's.
+        let returned_lane = home.lane != here.cache.lane() && here.returns_lanes();
+        if home.node != node || (returned_lane && !here.batch_holds_another_home(home)) {
             // Another node's object, or another lane's: back to its home
             // in the remote batch.
             // SAFETY: duties 1 and 2.
@@ -342,7 +389,7 @@ pub unsafe fn free_slow(
         // objects of another home (sending it back would flush a batch per
         // free where the frees come from many lanes).
         // SAFETY: duties 1 and 2.
-        if (attempt > 0 || other_lane) && unsafe { super::push_on_node(rseq, class, object) } {
+        if (attempt > 0 || returned_lane) && unsafe { super::push_on_node(rseq, class, object) } {
             return;
         }
         // 0. A spare with room and the cache's capacity: one section swaps
@@ -405,6 +452,7 @@ pub unsafe fn free_slow(
         }
         if here.replace(Slot::Main, main, empty.as_ptr()) {
             if let Some(full) = real(main) {
+                here.count_kept_foreign(full);
                 // SAFETY: ours now; objects of this class at home `node`.
                 // Other threads of this CPU may have popped from it since
                 // it was seen full: `dispose` takes it as it is.
@@ -469,6 +517,7 @@ fn put_part_of_main(
         unsafe { exchange::dispose(depot, here.node(), empty) };
         return;
     }
+    here.count_kept_foreign(main);
     // SAFETY: ours (detached), objects of this class at home `node`; other
     // threads of this CPU may have popped from it before it was detached:
     // any length goes.
@@ -531,6 +580,7 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
         (*fresh.as_ptr()).batch_region_span = crate::arena::lane_span();
     }
     if here.replace(Slot::Remote, batch, fresh.as_ptr()) {
+        here.count_returned_foreign(batch);
         hand_over(depot, here.node(), batch);
     } else {
         // SAFETY: ours, empty, never installed.

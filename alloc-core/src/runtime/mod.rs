@@ -18,7 +18,9 @@ pub use init::ensure_init;
 pub use init::init_in_progress;
 pub use registry::thread_counts;
 pub(crate) use registry::{register, unregister, with_threads};
-pub use tune::{clamp_threads, periodic, tick as tuner_tick, ticks as tuner_ticks, TICK_MS};
+pub use tune::{
+    clamp_threads, periodic, steer_lanes, tick as tuner_tick, ticks as tuner_ticks, TICK_MS,
+};
 
 use crate::cache::{self, CapacityOutOfRange, ClassDepot};
 use crate::exchange;

@@ -35,11 +35,14 @@ struct Seen {
     barn_misses: u64,
 }
 
-/// The tuner's memory between ticks.
+/// The tuner's memory between ticks, and the lane steering's
+/// ([`steer_lanes`]).
 struct Book {
     last_ms: u64,
     seen: [Seen; NUM_CLASSES],
     states: [TunerState; NUM_CLASSES],
+    lanes_last_ms: u64,
+    lanes: crate::percpu::steer::Book,
 }
 
 static BOOK: Mutex<Book> = Mutex::new(
@@ -53,6 +56,8 @@ static BOOK: Mutex<Book> = Mutex::new(
             barn_misses: 0,
         }; NUM_CLASSES],
         states: [TunerState::new(); NUM_CLASSES],
+        lanes_last_ms: 0,
+        lanes: crate::percpu::steer::new_book(),
     },
 );
 
@@ -77,9 +82,36 @@ pub fn periodic() {
     if !NEXT_TICK.claim(now, TICK_MS) {
         return;
     }
+    steer_lanes(now);
     if cache::autotune_enabled() {
         tick(now);
     }
+}
+
+/// One lane steering tick at `now_ms` (`percpu::steer`; part of the
+/// periodic work whether or not the tuner is on, and called directly by
+/// tests): each CPU returns or keeps other lanes' objects from what it saw
+/// since the last tick. A tick less than [`TICK_MS`] after the last one
+/// is skipped. Returns how many CPUs switched.
+pub fn steer_lanes(now_ms: u64) -> usize {
+    if crate::percpu::mode() != crate::percpu::CacheMode::PerCpu {
+        return 0;
+    }
+    let Some(mut book) = BOOK.try_lock() else {
+        return 0;
+    };
+    let last_ms = book.lanes_last_ms;
+    let first = last_ms == 0;
+    if !first && (now_ms < last_ms || now_ms.wrapping_sub(last_ms) < TICK_MS) {
+        return 0;
+    }
+    book.lanes_last_ms = now_ms;
+    let elapsed_ms = if first {
+        TICK_MS
+    } else {
+        now_ms.wrapping_sub(last_ms)
+    };
+    crate::percpu::steer::steer(&mut book.lanes, elapsed_ms)
 }
 
 /// One tuner tick at `now_ms` (also called directly by tests).

@@ -9,7 +9,7 @@
 //!
 //! | rank | lock | nests inside it |
 //! |---|---|---|
-//! | 0 `Tuner` | the auto-tuner's book (taken with `try_lock` by the periodic tick) | `Registry` (one pass over the threads) |
+//! | 0 `Tuner` | the auto-tuner's and the lane steering's book (taken with `try_lock` by the periodic tick) | `Registry` (one pass over the threads) |
 //! | 1 `Registry` | the thread registry | nothing (readers only load or clamp per-thread atomics) |
 //! | 2 `Topology` | topology publication | nothing |
 //! | 3 `Barn` | a barn, per node and class | nothing |

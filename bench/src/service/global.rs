@@ -188,6 +188,8 @@ impl Global {
         let caches = sheafalloc::caches();
         record.set("sheaf_tuner_on", sheafalloc::autotune_enabled());
         record.set("sheaf_tuner_ticks", sheafalloc::tuner_ticks());
+        record.set("sheaf_cpus_keeping_lanes", sheafalloc::cpus_keeping_lanes());
+        record.set("sheaf_lane_switches", sheafalloc::lane_steering_switches());
         if let Some(busiest) = caches.iter().max_by_key(|c| c.allocations) {
             record.set("sheaf_busiest_cache", &busiest.name);
             record.set("sheaf_busiest_capacity", busiest.sheaf_capacity);
