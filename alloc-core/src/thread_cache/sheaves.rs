@@ -261,25 +261,49 @@ pub struct SpareTrades {
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) swaps: SlowPathCount,
     last: Cell<LastTrade>,
-    /// The thread's allocations of the class ([`HotSlot::counts`]) at its
-    /// last spare swap (an allocation's or a free's).
-    allocs_at_swap: Cell<u64>,
-    /// After an allocation's swap: the thread's allocations between its
-    /// previous trade, if that was a free's swap or split, and this swap
-    /// (`L` above); `u64::MAX` where unknown.
-    allocs_before_swap: Cell<u64>,
-    /// The thread's frees of the class at its last allocation's swap.
-    frees_at_swap: Cell<u64>,
     /// Whether an allocation of the thread took a sheaf of objects from
     /// the barn or the slabs since its last put of a full main
     /// ([`Self::put_keep`]).
     took_full: Cell<bool>,
-    /// The thread's allocations of the class at its last put of a full
-    /// main; `u64::MAX` before the first.
-    allocs_at_put: Cell<u64>,
     /// Whether the thread had taken a sheaf of objects before its last
     /// put too: the get-and-put cycle repeats.
     put_after_take: Cell<bool>,
+    /// The counts below are [`Mark`]s: the low 32 bits of the thread's
+    /// counts of the class, compared by wrapping differences (a
+    /// difference of 2^32 or more, which only a thread that goes that
+    /// long without a trade of the class reaches, reads as a small one:
+    /// one decision misjudged, never an error). Every thread has one
+    /// record per class in its static TLS, which the C library writes in
+    /// full at each thread's start, so each byte here is paid per thread.
+    ///
+    /// The thread's allocations of the class ([`HotSlot::counts`]) at its
+    /// last spare swap (an allocation's or a free's).
+    allocs_at_swap: Cell<Mark>,
+    /// After an allocation's swap: the thread's allocations between its
+    /// previous trade, if that was a free's swap or split, and this swap
+    /// (`L` above); [`UNKNOWN`] where unknown.
+    allocs_before_swap: Cell<Mark>,
+    /// The thread's frees of the class at its last allocation's swap.
+    frees_at_swap: Cell<Mark>,
+    /// The thread's allocations of the class at its last put of a full
+    /// main; [`UNKNOWN`] before the first.
+    allocs_at_put: Cell<Mark>,
+}
+
+/// The low 32 bits of a thread's count of a class ([`SpareTrades`]).
+type Mark = u32;
+
+/// A [`Mark`] not known.
+const UNKNOWN: Mark = Mark::MAX;
+
+/// The mark of count `count`.
+const fn mark(count: u64) -> Mark {
+    count as Mark
+}
+
+/// `count - at`, as a count: wrapping in the marks' 32 bits.
+fn since(count: u64, at: Mark) -> u64 {
+    u64::from(mark(count).wrapping_sub(at))
 }
 
 /// The kind of a thread's last trade of a class ([`SpareTrades`]).
@@ -298,12 +322,12 @@ impl SpareTrades {
         Self {
             swaps: SlowPathCount::new(),
             last: Cell::new(LastTrade::Elsewhere),
-            allocs_at_swap: Cell::new(0),
-            allocs_before_swap: Cell::new(u64::MAX),
-            frees_at_swap: Cell::new(0),
             took_full: Cell::new(false),
-            allocs_at_put: Cell::new(u64::MAX),
             put_after_take: Cell::new(false),
+            allocs_at_swap: Cell::new(0),
+            allocs_before_swap: Cell::new(UNKNOWN),
+            frees_at_swap: Cell::new(0),
+            allocs_at_put: Cell::new(UNKNOWN),
         }
     }
 
@@ -312,13 +336,15 @@ impl SpareTrades {
     pub(crate) fn alloc_swapped(&self, counts: ClassCounts) {
         self.swaps.count();
         let before = match self.last.get() {
-            LastTrade::FreeSwap => counts.allocs.wrapping_sub(self.allocs_at_swap.get()),
-            LastTrade::Elsewhere | LastTrade::AllocSwap => u64::MAX,
+            // Below `UNKNOWN` unless the difference is 2^32 - 1 exactly
+            // (then unknown, which it nearly is).
+            LastTrade::FreeSwap => mark(since(counts.allocs, self.allocs_at_swap.get())),
+            LastTrade::Elsewhere | LastTrade::AllocSwap => UNKNOWN,
         };
         self.allocs_before_swap.set(before);
         self.last.set(LastTrade::AllocSwap);
-        self.allocs_at_swap.set(counts.allocs);
-        self.frees_at_swap.set(counts.frees);
+        self.allocs_at_swap.set(mark(counts.allocs));
+        self.frees_at_swap.set(mark(counts.frees));
     }
 
     /// A free swapped or split (counted as a spare swap), the thread's
@@ -326,7 +352,7 @@ impl SpareTrades {
     pub(crate) fn free_swapped(&self, allocs: u64) {
         self.swaps.count();
         self.last.set(LastTrade::FreeSwap);
-        self.allocs_at_swap.set(allocs);
+        self.allocs_at_swap.set(mark(allocs));
     }
 
     /// An allocation found both sheaves empty and takes a sheaf of objects
@@ -342,7 +368,7 @@ impl SpareTrades {
     pub(crate) fn put_main(&self, allocs: u64) {
         self.last.set(LastTrade::Elsewhere);
         self.put_after_take.set(self.took_full.replace(false));
-        self.allocs_at_put.set(allocs);
+        self.allocs_at_put.set(mark(allocs));
     }
 
     /// When a free finds both sheaves of `capacity` full, whether main
@@ -367,12 +393,12 @@ impl SpareTrades {
     /// the burst's frees; a larger burst trades whole sheaves.
     pub(crate) fn put_keep(&self, allocs: u64, capacity: u32) -> Option<u32> {
         let at_put = self.allocs_at_put.get();
-        if !self.took_full.get() || !self.put_after_take.get() || at_put == u64::MAX || capacity < 2
+        if !self.took_full.get() || !self.put_after_take.get() || at_put == UNKNOWN || capacity < 2
         {
             return None;
         }
         // A count that went back reads as large: a whole put.
-        let burst = allocs.wrapping_sub(at_put);
+        let burst = since(allocs, at_put);
         let capacity_64 = u64::from(capacity);
         // `capacity <= SHEAF_CAPACITY_MAX`: no product wraps; below,
         // `burst <= 7/4 capacity`, so the subtraction does not either.
@@ -409,19 +435,19 @@ impl SpareTrades {
         if self.last.get() != LastTrade::AllocSwap || capacity < 2 {
             return None;
         }
-        let since_swap = counts.allocs.wrapping_sub(self.allocs_at_swap.get());
+        let since_swap = since(counts.allocs, self.allocs_at_swap.get());
         let before_swap = self.allocs_before_swap.get();
         let capacity_64 = u64::from(capacity);
         // Below, `burst <= capacity <= SHEAF_CAPACITY_MAX` and
         // `since_swap <= burst`: no operation wraps.
-        let keep = if before_swap != u64::MAX {
-            let burst = since_swap.saturating_add(before_swap);
+        let keep = if before_swap != UNKNOWN {
+            let burst = since_swap.saturating_add(u64::from(before_swap));
             if burst > capacity_64 {
                 return None;
             }
             // The burst's objects not yet freed, this one among them (a
             // count that went back reads as large: none).
-            let freed = counts.frees.wrapping_sub(self.frees_at_swap.get());
+            let freed = since(counts.frees, self.frees_at_swap.get());
             let to_come = burst.saturating_sub(freed);
             (burst.wrapping_add(capacity_64) / 2).saturating_sub(to_come)
         } else {
