@@ -15,7 +15,8 @@
 
 mod common;
 
-use std::alloc::{alloc, dealloc, Layout};
+use common::{allocate_on, free_on};
+
 use std::collections::HashSet;
 
 use sheafalloc_core::lane::Lane;
@@ -39,38 +40,6 @@ fn lane_returns(cache: &str) -> u64 {
 
 fn lane_of(object: usize) -> Lane {
     sheafalloc_core::arena::home_lane(object)
-}
-
-/// On `cpu`: allocates `count` objects of `size` bytes and writes each
-/// with its index.
-fn allocate_on(cpu: usize, size: usize, count: u64) -> Vec<usize> {
-    common::pin_to_cpu(cpu);
-    let layout = Layout::from_size_align(size, 8).expect("a valid layout");
-    (0..count)
-        .map(|generation| {
-            // SAFETY: a non-zero-size layout.
-            let object = unsafe { alloc(layout) };
-            assert!(!object.is_null());
-            // SAFETY: the object has `size` bytes.
-            unsafe { common::fill(object, size, generation) };
-            object as usize
-        })
-        .collect()
-}
-
-/// On `cpu`: checks each object of `size` bytes against its index and
-/// frees it.
-fn free_on(cpu: usize, size: usize, objects: &[usize]) {
-    common::pin_to_cpu(cpu);
-    let layout = Layout::from_size_align(size, 8).expect("a valid layout");
-    for (generation, &object) in objects.iter().enumerate() {
-        let object = object as *mut u8;
-        // SAFETY: filled by `allocate_on` with this generation.
-        let checked = unsafe { common::check(object, size, generation as u64) };
-        assert_eq!(checked, Ok(()), "object {object:p} corrupted");
-        // SAFETY: allocated with this layout, no longer used.
-        unsafe { dealloc(object, layout) };
-    }
 }
 
 /// Runs `f` on a thread of its own and returns what it returns.

@@ -14,7 +14,7 @@
 
 mod common;
 
-use std::alloc::{alloc, dealloc, Layout};
+use common::{allocate_on, free_on};
 
 use sheafalloc_core::percpu::steer::{FLOW_PER_SEC, SETTLED_TICKS};
 use sheafalloc_core::runtime::{steer_lanes, TICK_MS};
@@ -50,42 +50,12 @@ impl Clock {
     }
 }
 
-/// On `cpu`: allocates `count` objects and writes each with its index.
-fn allocate_on(cpu: usize, count: u64) -> Vec<usize> {
-    common::pin_to_cpu(cpu);
-    let layout = Layout::from_size_align(SIZE, 8).expect("a valid layout");
-    (0..count)
-        .map(|generation| {
-            // SAFETY: a non-zero-size layout.
-            let object = unsafe { alloc(layout) };
-            assert!(!object.is_null());
-            // SAFETY: the object has `SIZE` bytes.
-            unsafe { common::fill(object, SIZE, generation) };
-            object as usize
-        })
-        .collect()
-}
-
-/// On `cpu`: checks each object against its index and frees it.
-fn free_on(cpu: usize, objects: &[usize]) {
-    common::pin_to_cpu(cpu);
-    let layout = Layout::from_size_align(SIZE, 8).expect("a valid layout");
-    for (generation, &object) in objects.iter().enumerate() {
-        let object = object as *mut u8;
-        // SAFETY: filled by `allocate_on` with this generation.
-        let checked = unsafe { common::check(object, SIZE, generation as u64) };
-        assert_eq!(checked, Ok(()), "object {object:p} corrupted");
-        // SAFETY: allocated with this layout, no longer used.
-        unsafe { dealloc(object, layout) };
-    }
-}
-
 /// CPU 0 allocates `count` objects and CPU 1 frees them; returns how many
 /// went back to CPU 0's lane meanwhile.
 fn hand_from_cpu_0_to_cpu_1(count: u64) -> u64 {
-    let objects = std::thread::scope(|s| s.spawn(|| allocate_on(0, count)).join().unwrap());
+    let objects = std::thread::scope(|s| s.spawn(|| allocate_on(0, SIZE, count)).join().unwrap());
     let before = lane_returns();
-    std::thread::scope(|s| s.spawn(|| free_on(1, &objects)).join().unwrap());
+    std::thread::scope(|s| s.spawn(|| free_on(1, SIZE, &objects)).join().unwrap());
     lane_returns() - before
 }
 

@@ -160,3 +160,36 @@ pub fn take_and_give_back<A: std::alloc::GlobalAlloc>(
         unsafe { allocator.dealloc(object, layout) };
     }
 }
+
+/// On `cpu` (the calling thread pinned there): allocates `count` objects
+/// of `size` bytes with the global allocator and fills each with its
+/// index as the generation ([`fill`]).
+pub fn allocate_on(cpu: usize, size: usize, count: u64) -> Vec<usize> {
+    pin_to_cpu(cpu);
+    let layout = std::alloc::Layout::from_size_align(size, 8).expect("a valid layout");
+    (0..count)
+        .map(|generation| {
+            // SAFETY: a non-zero-size layout.
+            let object = unsafe { std::alloc::alloc(layout) };
+            assert!(!object.is_null());
+            // SAFETY: the object has `size` bytes.
+            unsafe { fill(object, size, generation) };
+            object as usize
+        })
+        .collect()
+}
+
+/// On `cpu` (the calling thread pinned there): checks each object of
+/// `size` bytes from [`allocate_on`] against its index and frees it.
+pub fn free_on(cpu: usize, size: usize, objects: &[usize]) {
+    pin_to_cpu(cpu);
+    let layout = std::alloc::Layout::from_size_align(size, 8).expect("a valid layout");
+    for (generation, &object) in objects.iter().enumerate() {
+        let object = object as *mut u8;
+        // SAFETY: filled by `allocate_on` with this generation.
+        let checked = unsafe { check(object, size, generation as u64) };
+        assert_eq!(checked, Ok(()), "object {object:p} corrupted");
+        // SAFETY: allocated with this layout, no longer used.
+        unsafe { std::alloc::dealloc(object, layout) };
+    }
+}
