@@ -49,15 +49,9 @@ fn on_a_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 #[test]
 fn objects_freed_on_another_cpu_go_back_to_their_lane() {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 {
-        eprintln!("one CPU: every object is of its lane");
+    if !common::two_cpus_and_capacity(CACHE, CAPACITY) {
         return;
     }
-    assert_eq!(sheafalloc::cache_mode(), common::expected_mode());
-    // The tuner would change the capacity under the test.
-    sheafalloc::set_autotune(false);
-    sheafalloc::set_sheaf_capacity(CACHE, CAPACITY).expect("a valid capacity");
 
     // CPU 0 allocates; its objects come from lane 0's region.
     let handed = on_a_thread(|| allocate_on(0, SIZE, OBJECTS));

@@ -61,14 +61,9 @@ fn hand_from_cpu_0_to_cpu_1(count: u64) -> u64 {
 
 #[test]
 fn a_cpu_keeps_other_lanes_objects_while_they_flow_and_returns_them_after() {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 {
-        eprintln!("one CPU: every object is of its lane");
+    if !common::two_cpus_and_capacity(CACHE, CAPACITY) {
         return;
     }
-    assert_eq!(sheafalloc::cache_mode(), common::expected_mode());
-    sheafalloc::set_autotune(false);
-    sheafalloc::set_sheaf_capacity(CACHE, CAPACITY).expect("a valid capacity");
     let mut clock = Clock(1 << 50);
 
     if sheafalloc::cache_mode() == sheafalloc::CacheMode::PerThread {

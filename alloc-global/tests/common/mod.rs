@@ -193,3 +193,20 @@ pub fn free_on(cpu: usize, size: usize, objects: &[usize]) {
         unsafe { std::alloc::dealloc(object, layout) };
     }
 }
+
+/// The set-up of a test that moves objects between CPUs 0 and 1 through
+/// a cache of its own: false (the test has nothing to check) on a
+/// single CPU; otherwise checks the cache mode CI expects, turns the
+/// auto-tuner off (it would change the capacity under the test) and sets
+/// `cache` to `capacity`.
+pub fn two_cpus_and_capacity(cache: &str, capacity: u64) -> bool {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        eprintln!("one CPU: every object is of its lane");
+        return false;
+    }
+    assert_eq!(sheafalloc::cache_mode(), expected_mode());
+    sheafalloc::set_autotune(false);
+    sheafalloc::set_sheaf_capacity(cache, capacity).expect("a valid capacity");
+    true
+}
