@@ -280,6 +280,35 @@ pub unsafe fn pop(rseq: *mut u8, record: usize) -> *mut u8 {
     object
 }
 
+/// A push section through the thread's GS base: arm, check the cache is
+/// the current CPU's and no drain holds it, run `$body` (which ends in the
+/// commit, or jumps to `{miss}`), then the abort handler out of line and
+/// the descriptor; a miss returns false from the enclosing function.
+/// `$extra` are the operands `$body` adds to the ones every push has
+/// (`{len}` is free scratch; `{object}` must not be written).
+macro_rules! gs_push_section {
+    ([$($body:expr),+ $(,)?], $rseq:expr, $record:expr, $object:expr, $($extra:tt)*) => {
+        core::arch::asm!(
+            arm!("len"),
+            on_own_cpu!("len", "{miss}"),
+            $($body,)+
+            "5:",
+            out_of_line_abort!(),
+            descriptor!(),
+            rseq = in(reg) $rseq,
+            record = in(reg) $record,
+            object = in(reg) $object,
+            len = out(reg) _,
+            miss = label { return false; },
+            owner = const OWNER,
+            owner_key = const super::OWNER_KEY,
+            objects = const OBJECTS,
+            $($extra)*
+            options(nostack),
+        )
+    };
+}
+
 /// Pushes `object` onto the main sheaf of the class whose record is at
 /// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the cache the thread's GS base points
 /// at, if that is the current CPU's cache, no drain holds it, the object's
@@ -306,38 +335,29 @@ pub unsafe fn push<const BASE: usize, const SPAN: usize>(
     // leaves the section by a jump to the label (nothing committed). No
     // input register is written: a restart starts from them.
     unsafe {
-        core::arch::asm!(
-            arm!("len"),
-            on_own_cpu!("len", "{miss}"),
-            "mov {len}, {object}",
-            "sub {len}, qword ptr gs:[{base}]",
-            "cmp {len}, qword ptr gs:[{span}]",
-            "jae {miss}",
-            "mov {len:e}, dword ptr gs:[{record} + {main_len}]",
-            "cmp {len:e}, dword ptr gs:[{record} + {main_capacity}]",
-            "jae {miss}",
-            "mov {sheaf}, qword ptr gs:[{record} + {main}]",
-            "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
-            "add {len:e}, 1",
-            "mov dword ptr gs:[{record} + {main_len}], {len:e}",
-            "5:",
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) rseq,
-            record = in(reg) record,
-            object = in(reg) object,
-            len = out(reg) _,
+        gs_push_section!(
+            [
+                "mov {len}, {object}",
+                "sub {len}, qword ptr gs:[{base}]",
+                "cmp {len}, qword ptr gs:[{span}]",
+                "jae {miss}",
+                "mov {len:e}, dword ptr gs:[{record} + {main_len}]",
+                "cmp {len:e}, dword ptr gs:[{record} + {main_capacity}]",
+                "jae {miss}",
+                "mov {sheaf}, qword ptr gs:[{record} + {main}]",
+                "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
+                "add {len:e}, 1",
+                "mov dword ptr gs:[{record} + {main_len}], {len:e}",
+            ],
+            rseq,
+            record,
+            object,
             sheaf = out(reg) _,
-            miss = label { return false; },
-            owner = const OWNER,
-            owner_key = const super::OWNER_KEY,
-            objects = const OBJECTS,
             base = const BASE,
             span = const SPAN,
             main = const FIRST_MAIN,
             main_len = const FIRST_MAIN_LEN,
             main_capacity = const FIRST_MAIN_CAPACITY,
-            options(nostack),
         );
     }
     true
@@ -362,38 +382,29 @@ pub unsafe fn push_batch(rseq: *mut u8, record: usize, object: *mut u8) -> bool 
     // above its committed length and below its capacity, inside its
     // storage; the commit is the store of the batch's length.
     unsafe {
-        core::arch::asm!(
-            arm!("len"),
-            on_own_cpu!("len", "{miss}"),
-            "mov {batch}, qword ptr gs:[{record} + {remote}]",
-            "mov {len}, {object}",
-            "sub {len}, qword ptr [{batch} + {region_base}]",
-            "cmp {len}, qword ptr [{batch} + {region_span}]",
-            "jae {miss}",
-            "mov {len:e}, dword ptr [{batch} + {len_off}]",
-            "cmp {len:e}, dword ptr [{batch} + {capacity_off}]",
-            "jae {miss}",
-            "mov qword ptr [{batch} + {len}*8 + {objects}], {object}",
-            "add {len:e}, 1",
-            "mov dword ptr [{batch} + {len_off}], {len:e}",
-            "5:",
-            out_of_line_abort!(),
-            descriptor!(),
-            rseq = in(reg) rseq,
-            record = in(reg) record,
-            object = in(reg) object,
-            len = out(reg) _,
+        gs_push_section!(
+            [
+                "mov {batch}, qword ptr gs:[{record} + {remote}]",
+                "mov {len}, {object}",
+                "sub {len}, qword ptr [{batch} + {region_base}]",
+                "cmp {len}, qword ptr [{batch} + {region_span}]",
+                "jae {miss}",
+                "mov {len:e}, dword ptr [{batch} + {len_off}]",
+                "cmp {len:e}, dword ptr [{batch} + {capacity_off}]",
+                "jae {miss}",
+                "mov qword ptr [{batch} + {len}*8 + {objects}], {object}",
+                "add {len:e}, 1",
+                "mov dword ptr [{batch} + {len_off}], {len:e}",
+            ],
+            rseq,
+            record,
+            object,
             batch = out(reg) _,
-            miss = label { return false; },
-            owner = const OWNER,
-            owner_key = const super::OWNER_KEY,
-            objects = const OBJECTS,
             remote = const FIRST_REMOTE,
             region_base = const REGION_BASE,
             region_span = const REGION_SPAN,
             len_off = const LEN,
             capacity_off = const CAPACITY,
-            options(nostack),
         );
     }
     true
