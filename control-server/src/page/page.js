@@ -351,8 +351,11 @@
         body: JSON.stringify({ sheaf_capacity: capacity }),
       });
       if (!response.ok) {
+        // Read the message first: a test or a person watching the state
+        // must never see "error" beside the pending text.
+        const message = await errorText(response);
         result.dataset.state = "error";
-        result.textContent = `${name}: ${await errorText(response)}`;
+        result.textContent = `${name}: ${message}`;
         return;
       }
       const changed = await response.json();
