@@ -33,14 +33,17 @@ usage:
       of at most NS, and is rerun (3 runs at most) while its own round
       trip is above NS; the tuning and modes sweeps take the same flags
   sheafalloc-bench tuning [--rounds N] [--warmup S] [--fixed-warmup S] [--seconds S]
-          [--only W,...]
+          [--confirm PAIRS] [--only W,...]
       the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
       the default capacities, and at fixed capacities 16..1024 for every
       class below 4 KiB; configurations interleaved and rotated each round
       (default 3 rounds, 8 s warm-up, 2 s measured); --fixed-warmup S
       gives the configurations with the tuner off (nothing to settle)
-      a warm-up of their own; writes bench/results/tuning.jsonl and
-      tuning.md
+      a warm-up of their own; --confirm PAIRS then runs, per workload,
+      auto and the sweep's best fixed capacity back to back PAIRS times
+      (order alternating) and reports each pair's ratio, free of the
+      bias of picking the best of several noisy medians; writes
+      bench/results/tuning.jsonl and tuning.md
   sheafalloc-bench modes [--rounds N] [--warmup S] [--seconds S] [--only W,...]
       wl-sheafalloc with per-CPU sheaves (as shipped) against per-thread
       sheaves (SHEAFALLOC_PERCPU=off), interleaved and rotated each round;
@@ -174,6 +177,9 @@ pub struct SweepOptions {
     pub replay: Option<std::path::PathBuf>,
     /// The gate in front of every cross-thread run, if asked for.
     pub gate: Option<QuietGate>,
+    /// Pairs of the paired confirmation after the sweep (`tuning`: `auto`
+    /// against the best fixed capacity, back to back); 0: none.
+    pub confirm: usize,
 }
 
 fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
@@ -186,6 +192,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         only: None,
         replay: None,
         gate: None,
+        confirm: 0,
     };
     let mut gate = GateFlags::default();
     let mut args = args.iter();
@@ -200,6 +207,12 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
             "--seconds" => options.seconds = parse_seconds("--seconds", args.next())?.max(0.1),
             "--fixed-warmup" => {
                 options.fixed_warmup = Some(parse_seconds("--fixed-warmup", args.next())?);
+            }
+            "--confirm" if !modes => {
+                let value = args.next().ok_or("--confirm needs a number of pairs")?;
+                options.confirm = value
+                    .parse()
+                    .map_err(|_| format!("--confirm: {value:?} is not a number of pairs"))?;
             }
             "--only" => {
                 let value = args.next().ok_or("--only needs workload names")?;
@@ -521,6 +534,12 @@ mod tests {
         };
         assert_eq!((tuning.warmup, tuning.fixed_warmup), (8.0, Some(3.0)));
         assert!(parse(&args(&["tuning", "--fixed-warmup"])).is_err());
+        let Ok(Command::Tuning(tuning)) = parse(&args(&["tuning", "--confirm", "4"])) else {
+            panic!("tuning parses with --confirm");
+        };
+        assert_eq!(tuning.confirm, 4);
+        assert!(parse(&args(&["tuning", "--confirm", "x"])).is_err());
+        assert!(parse(&args(&["modes", "--confirm", "4"])).is_err());
         assert!(parse(&args(&["modes", "--only", "nonesuch"])).is_err());
     }
 

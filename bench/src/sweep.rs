@@ -72,6 +72,10 @@ pub struct Sweep {
     pub workloads: Vec<Workload>,
     pub configs: Vec<Config>,
     pub results: Vec<Vec<Outcome>>,
+    /// Per workload, the runs of a paired confirmation after the sweep
+    /// (`confirm`): pair `round` ran configuration 0 and the challenger
+    /// back to back, in alternating order. Empty without `--confirm`.
+    pub confirmations: Vec<Vec<Outcome>>,
     /// The command line, the commit and the machine, for the report.
     pub provenance: String,
     /// Where results go: `NAME`, or `NAME-partial` for a run of a
@@ -205,6 +209,40 @@ impl Sweep {
         (!values.is_empty()).then(|| summary::median(&values))
     }
 
+    /// The confirmation's pairs of workload number `w` whose two runs were
+    /// both quiet: each pair's ratio of configuration 0 to the challenger
+    /// ([`Sweep::better`], so above 1 when configuration 0 is better), in
+    /// pair order; and how many pairs were left out (a run above the
+    /// quiet limit of all the workload's runs, sweep and confirmation, or
+    /// a run missing). Quiet here too means: the same host state.
+    pub fn pair_ratios(&self, w: usize) -> (Vec<f64>, usize) {
+        let runs = &self.confirmations[w];
+        let limit = quiet_limit(
+            self.results[w]
+                .iter()
+                .chain(runs)
+                .map(|o| o.record.number("rtt_ns")),
+        );
+        let mut rounds: Vec<usize> = runs.iter().map(|o| o.round).collect();
+        rounds.sort_unstable();
+        rounds.dedup();
+        let mut ratios = Vec::new();
+        let mut left_out = 0;
+        for round in rounds {
+            let pick = |own: bool| {
+                runs.iter()
+                    .find(|o| o.round == round && (o.config == 0) == own && o.value.is_finite())
+            };
+            match (pick(true), pick(false)) {
+                (Some(a), Some(b)) if quiet_under(a, limit) && quiet_under(b, limit) => {
+                    ratios.push(self.better(w, a.value, b.value));
+                }
+                _ => left_out += 1,
+            }
+        }
+        (ratios, left_out)
+    }
+
     /// `a` against `b` for workload number `w`, above 1 when `a` is
     /// better whichever way the unit points.
     pub fn better(&self, w: usize, a: f64, b: f64) -> f64 {
@@ -224,6 +262,7 @@ pub fn run(
     options: &SweepOptions,
     configs: Vec<Config>,
     default_workloads: &[Workload],
+    challenger: fn(&Sweep, usize) -> Option<usize>,
 ) -> Sweep {
     let binary = match binaries::locate() {
         Ok(found) => found
@@ -271,8 +310,12 @@ pub fn run(
     let fixed_warmup = options
         .fixed_warmup
         .map_or_else(String::new, |s| format!(" --fixed-warmup {s}"));
+    let confirm_flag = match options.confirm {
+        0 => String::new(),
+        pairs => format!(" --confirm {pairs}"),
+    };
     let provenance = format!(
-        "`sheafalloc-bench {name} --rounds {} --warmup {}{fixed_warmup} --seconds {}{only}{gate_flags}`; commit {commit}; {}{gate_words}",
+        "`sheafalloc-bench {name} --rounds {} --warmup {}{fixed_warmup} --seconds {}{confirm_flag}{only}{gate_flags}`; commit {commit}; {}{gate_words}",
         options.rounds,
         options.warmup,
         options.seconds,
@@ -288,72 +331,166 @@ pub fn run(
         let _ = writeln!(log, "{header}");
     }
     let mut results: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
+    let runner = Runner {
+        binary: &binary,
+        options,
+    };
     for round in 0..options.rounds {
         for (w, &workload) in workloads.iter().enumerate() {
             for slot in 0..configs.len() {
                 let c = (slot + round) % configs.len();
-                let config = &configs[c];
-                let warmup = config.warmup(options);
-                let invocation = spawn::Invocation {
-                    binary: &binary,
-                    args: vec![
-                        workload.name().to_owned(),
-                        "--warmup".into(),
-                        warmup.to_string(),
-                        "--seconds".into(),
-                        options.seconds.to_string(),
-                    ],
-                    numa_nodes: None,
-                    env: config.env.clone(),
-                    limit: Duration::from_secs_f64(warmup + options.seconds + 60.0),
-                };
-                let outcome = match options.gate {
-                    Some(gate) if workload.cross_thread() => {
-                        gate.run(&mut ThisMachine::new(), || spawn::run(&invocation))
-                    }
-                    _ => spawn::run(&invocation),
-                };
-                match outcome {
-                    Ok(record) => {
-                        let value = record.number("value");
-                        eprintln!(
-                            "round {}/{} {} {}: {value} {} ({})",
-                            round + 1,
-                            options.rounds,
-                            workload.name(),
-                            config.name,
-                            workload.unit(),
-                            record.get("sheaf_cache_mode").unwrap_or("-"),
-                        );
-                        if let Some(log) = log.as_mut() {
-                            let _ = writeln!(
-                                log,
-                                "{{\"round\":{},\"workload\":\"{}\",\"config\":\"{}\",\"line\":\"{}\"}}",
-                                round + 1,
-                                workload.name(),
-                                config.name,
-                                record.line().replace('\\', "\\\\").replace('"', "\\\"")
-                            );
-                        }
-                        results[w].push(Outcome {
-                            round: round + 1,
-                            config: c,
-                            value,
-                            record,
-                        });
-                    }
-                    Err(error) => eprintln!("round {}: {} failed: {error}", round + 1, config.name),
+                let label = format!("round {}/{}", round + 1, options.rounds);
+                if let Some(outcome) = runner.run(&label, workload, &configs, c, round + 1) {
+                    log_run(log.as_mut(), workload, &configs[c], &outcome, None);
+                    results[w].push(outcome);
                 }
             }
         }
     }
-    Sweep {
+    let mut sweep = Sweep {
+        confirmations: workloads.iter().map(|_| Vec::new()).collect(),
         workloads,
         configs,
         results,
         provenance,
         report_path: dir.join(format!("{stem}.md")),
         stem,
+    };
+    if options.confirm > 0 {
+        confirm(&mut sweep, &runner, log.as_mut(), challenger);
+    }
+    sweep
+}
+
+/// Runs one configuration of one workload (behind the gate, for a
+/// cross-thread workload) and says so on stderr.
+struct Runner<'a> {
+    binary: &'a std::path::Path,
+    options: &'a SweepOptions,
+}
+
+impl Runner<'_> {
+    fn run(
+        &self,
+        label: &str,
+        workload: Workload,
+        configs: &[Config],
+        c: usize,
+        round: usize,
+    ) -> Option<Outcome> {
+        let config = &configs[c];
+        let warmup = config.warmup(self.options);
+        let invocation = spawn::Invocation {
+            binary: self.binary,
+            args: vec![
+                workload.name().to_owned(),
+                "--warmup".into(),
+                warmup.to_string(),
+                "--seconds".into(),
+                self.options.seconds.to_string(),
+            ],
+            numa_nodes: None,
+            env: config.env.clone(),
+            limit: Duration::from_secs_f64(warmup + self.options.seconds + 60.0),
+        };
+        let outcome = match self.options.gate {
+            Some(gate) if workload.cross_thread() => {
+                gate.run(&mut ThisMachine::new(), || spawn::run(&invocation))
+            }
+            _ => spawn::run(&invocation),
+        };
+        match outcome {
+            Ok(record) => {
+                let value = record.number("value");
+                eprintln!(
+                    "{label} {} {}: {value} {} ({})",
+                    workload.name(),
+                    config.name,
+                    workload.unit(),
+                    record.get("sheaf_cache_mode").unwrap_or("-"),
+                );
+                Some(Outcome {
+                    round,
+                    config: c,
+                    value,
+                    record,
+                })
+            }
+            Err(error) => {
+                eprintln!(
+                    "{label}: {} {} failed: {error}",
+                    workload.name(),
+                    config.name
+                );
+                None
+            }
+        }
+    }
+}
+
+/// One line of the results file: a run of the sweep, or (`stage`) of its
+/// confirmation.
+fn log_run(
+    log: Option<&mut std::fs::File>,
+    workload: Workload,
+    config: &Config,
+    outcome: &Outcome,
+    stage: Option<&str>,
+) {
+    let Some(log) = log else { return };
+    let mut line = serde_json::json!({
+        "round": outcome.round,
+        "workload": workload.name(),
+        "config": config.name,
+        "line": outcome.record.line(),
+    });
+    if let Some(stage) = stage {
+        line["stage"] = stage.into();
+    }
+    let _ = writeln!(log, "{line}");
+}
+
+/// The stage name of a confirmation's runs in the results file.
+const CONFIRM_STAGE: &str = "confirm";
+
+/// The paired confirmation: for each workload whose `challenger` (picked
+/// from the sweep's medians) exists, `options.confirm` pairs of runs of
+/// configuration 0 and the challenger back to back, the order alternating
+/// pair by pair. A sweep's best configuration is the best of several
+/// noisy medians, so it is biased upwards (the winner's curse); a pair's
+/// ratio, its two runs taken in the same minute, is not.
+fn confirm(
+    sweep: &mut Sweep,
+    runner: &Runner<'_>,
+    mut log: Option<&mut std::fs::File>,
+    challenger: fn(&Sweep, usize) -> Option<usize>,
+) {
+    let pairs = runner.options.confirm;
+    for w in 0..sweep.workloads.len() {
+        let Some(other) = challenger(sweep, w) else {
+            continue;
+        };
+        let workload = sweep.workloads[w];
+        for pair in 0..pairs {
+            let order = if pair % 2 == 0 {
+                [0, other]
+            } else {
+                [other, 0]
+            };
+            for c in order {
+                let label = format!("confirm {}/{pairs}", pair + 1);
+                if let Some(outcome) = runner.run(&label, workload, &sweep.configs, c, pair + 1) {
+                    log_run(
+                        log.as_deref_mut(),
+                        workload,
+                        &sweep.configs[c],
+                        &outcome,
+                        Some(CONFIRM_STAGE),
+                    );
+                    sweep.confirmations[w].push(outcome);
+                }
+            }
+        }
     }
 }
 
@@ -363,13 +500,14 @@ pub fn run_or_replay(
     options: &SweepOptions,
     configs: Vec<Config>,
     default_workloads: &[Workload],
+    challenger: fn(&Sweep, usize) -> Option<usize>,
 ) -> Sweep {
     match &options.replay {
         Some(file) => load(file, configs).unwrap_or_else(|error| {
             eprintln!("sheafalloc-bench {name} --replay: {error}");
             std::process::exit(1);
         }),
-        None => run(name, options, configs, default_workloads),
+        None => run(name, options, configs, default_workloads, challenger),
     }
 }
 
@@ -400,6 +538,7 @@ pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, Strin
         })
         .ok_or_else(|| bad(1, "the header lists no workloads"))?;
     let mut results: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
+    let mut confirmations: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
     for (i, line) in lines.enumerate() {
         let n = i + 2;
         let run: serde_json::Value =
@@ -421,14 +560,20 @@ pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, Strin
             .position(|c| c.name == config)
             .ok_or_else(|| bad(n, &format!("unknown configuration {config:?}")))?;
         let record = Record::parse_line(result).ok_or_else(|| bad(n, "no result line"))?;
-        results[w].push(Outcome {
+        let outcome = Outcome {
             round: round as usize,
             config,
             value: record.number("value"),
             record,
-        });
+        };
+        match run["stage"].as_str() {
+            None => results[w].push(outcome),
+            Some(CONFIRM_STAGE) => confirmations[w].push(outcome),
+            Some(other) => return Err(bad(n, &format!("unknown stage {other:?}"))),
+        }
     }
     Ok(Sweep {
+        confirmations,
         workloads,
         configs,
         results,
@@ -493,6 +638,7 @@ mod tests {
             workloads: vec![Workload::Handoff1to1],
             configs: vec![Config::new("a", &[]), Config::new("b", &[])],
             results: vec![results],
+            confirmations: vec![Vec::new()],
             provenance: String::new(),
             stem: "test".into(),
             report_path: PathBuf::from("test.md"),
@@ -517,6 +663,7 @@ mod tests {
             only: None,
             replay: None,
             gate: None,
+            confirm: 0,
         };
         assert_eq!(
             (auto.warmup(&options), fixed.warmup(&options)),
@@ -562,6 +709,32 @@ mod tests {
     }
 
     #[test]
+    fn a_confirmation_pair_counts_only_if_both_its_runs_were_quiet() {
+        let mut s = sweep(vec![outcome(0, 10.0, "70"), outcome(1, 10.0, "72")]);
+        let run = |round: usize, config: usize, value: f64, rtt: &str| Outcome {
+            round,
+            ..outcome(config, value, rtt)
+        };
+        s.confirmations[0] = vec![
+            // Pair 1: a then b, both quiet: a / b = 0.9.
+            run(1, 0, 9.0, "70"),
+            run(1, 1, 10.0, "80"),
+            // Pair 2: b then a, both quiet: 1.1.
+            run(2, 1, 10.0, "75"),
+            run(2, 0, 11.0, "71"),
+            // Pair 3: b ran while the vCPUs were apart: left out.
+            run(3, 0, 10.0, "70"),
+            run(3, 1, 3.0, "9000"),
+            // Pair 4: a's run failed: left out.
+            run(4, 1, 10.0, "70"),
+        ];
+        let (ratios, left_out) = s.pair_ratios(0);
+        assert_eq!(left_out, 2);
+        assert_eq!(ratios.len(), 2);
+        assert!((ratios[0] - 0.9).abs() < 1e-9 && (ratios[1] - 1.1).abs() < 1e-9);
+    }
+
+    #[test]
     fn a_results_file_reads_back_into_the_same_sweep() {
         let path = std::env::temp_dir().join(format!("sweep-load-{}.jsonl", std::process::id()));
         let header = serde_json::json!({
@@ -574,8 +747,10 @@ mod tests {
                 "line": format!("result workload={workload} value={value} rtt_ns=70"),
             })
         };
+        let mut confirmed = run(1, "pairs", "b", 8.0);
+        confirmed["stage"] = CONFIRM_STAGE.into();
         let text = format!(
-            "{header}\n{}\n{}\n{}\n",
+            "{header}\n{}\n{}\n{}\n{confirmed}\n",
             run(1, "handoff-1to1", "b", 3.0),
             run(1, "pairs", "a", 7.5),
             run(2, "handoff-1to1", "a", 4.0),
@@ -602,6 +777,18 @@ mod tests {
         assert_eq!((s.median(0, 0), s.median(0, 1)), (Some(4.0), Some(3.0)));
         assert_eq!(s.median(1, 0), Some(7.5));
         assert_eq!(s.results[0][1].round, 2);
+        // The confirmation's run goes to its own list, not the medians.
+        assert_eq!(s.median(1, 1), None);
+        assert_eq!(s.confirmations[1].len(), 1);
+        assert_eq!(s.confirmations[1][0].value, 8.0);
+        // An unknown stage is an error, not a run of the sweep.
+        let mut odd = run(1, "pairs", "a", 1.0);
+        odd["stage"] = "later".into();
+        std::fs::write(&path, format!("{header}\n{odd}\n")).unwrap();
+        assert!(load(&path, configs.clone())
+            .err()
+            .unwrap()
+            .contains("unknown stage"));
         // A run of a configuration the sweep does not have is an error.
         std::fs::write(&path, format!("{header}\n{}\n", run(1, "pairs", "c", 1.0))).unwrap();
         let error = load(&path, configs.clone()).err().unwrap();

@@ -86,7 +86,13 @@ fn capacity_list(capacity: u32) -> String {
 /// Runs the sweep; progress on stderr, report on stdout and in
 /// `bench/results/tuning.md`.
 pub fn run(options: &SweepOptions) {
-    let sweep = sweep::run_or_replay("tuning", options, configs(), &DEFAULT_WORKLOADS);
+    let sweep = sweep::run_or_replay(
+        "tuning",
+        options,
+        configs(),
+        &DEFAULT_WORKLOADS,
+        best_fixed_config,
+    );
     sweep::save("tuning", &sweep, &report(&sweep));
 }
 
@@ -123,9 +129,7 @@ fn report(sweep: &Sweep) -> String {
                 None => row.push_str(" – |"),
             }
         }
-        let best_fixed = (2..sweep.configs.len())
-            .filter_map(|c| medians[c].map(|v| (c, v)))
-            .max_by(|a, b| sweep.better(w, a.1, b.1).total_cmp(&1.0));
+        let best_fixed = best_fixed_config(sweep, w).and_then(|c| medians[c].map(|v| (c, v)));
         let (auto, defaults) = (medians[0], medians[1]);
         match (best_fixed, auto) {
             (Some((c, best)), Some(auto)) => {
@@ -166,6 +170,65 @@ fn report(sweep: &Sweep) -> String {
         out.push_str(&row);
     }
     out.push_str(&window_work(sweep));
+    out.push_str(&confirmation(sweep));
+    out
+}
+
+/// The fixed configuration with the best median for workload number `w`
+/// (configurations 2 and up are the fixed capacities).
+fn best_fixed_config(sweep: &Sweep, w: usize) -> Option<usize> {
+    (2..sweep.configs.len())
+        .filter_map(|c| sweep.median(w, c).map(|v| (c, v)))
+        .max_by(|a, b| sweep.better(w, a.1, b.1).total_cmp(&1.0))
+        .map(|(c, _)| c)
+}
+
+/// The third table (with `--confirm`): `auto` against the best fixed
+/// capacity in pairs of runs taken back to back.
+fn confirmation(sweep: &Sweep) -> String {
+    if sweep.confirmations.iter().all(Vec::is_empty) {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nPaired confirmation: after the sweep, `auto` and the best fixed capacity of the \
+         first table ran back to back, the order alternating pair by pair, and each pair \
+         gives one ratio (above 1: `auto` better). Picking the best of seven noisy medians \
+         favours the fixed side by about one run's noise (the winner's curse); a pair's \
+         two runs share the host's state, so the median of pair ratios has no such bias. \
+         Pairs with a run above the workload's quiet limit are left out.\n\n\
+         | workload | against | pairs used | pair ratios | median | within 2% |\n\
+         |---|---|---:|---|---:|---|\n",
+    );
+    for (w, workload) in sweep.workloads.iter().enumerate() {
+        let Some(other) = sweep.confirmations[w]
+            .iter()
+            .find(|o| o.config != 0)
+            .map(|o| o.config)
+        else {
+            continue;
+        };
+        let (ratios, left_out) = sweep.pair_ratios(w);
+        let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        let (median, verdict) = if ratios.is_empty() {
+            ("–".to_owned(), "no quiet pair")
+        } else {
+            let m = summary::median(&ratios);
+            (format!("{m:.3}"), if m >= 0.98 { "yes" } else { "no" })
+        };
+        let left = if left_out > 0 {
+            format!(" ({left_out} left out)")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {}{left} | {} | {median} | {verdict} |",
+            workload.name(),
+            sweep.configs[other].name,
+            ratios.len(),
+            listed.join(", "),
+        );
+    }
     out
 }
 
