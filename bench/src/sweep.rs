@@ -108,6 +108,20 @@ pub fn quiet_limit(round_trips: impl IntoIterator<Item = f64>) -> f64 {
             .fold(f64::INFINITY, f64::min)
 }
 
+/// Whether `runs` were all taken in one host state: every round trip they
+/// recorded, before and after each run, within [`QUIET_RTT_FACTOR`]× of
+/// the smallest (runs without a probe, single-thread workloads, always
+/// are).
+pub fn same_host_state(runs: &[&Outcome]) -> bool {
+    let trips: Vec<f64> = runs
+        .iter()
+        .flat_map(|o| [o.record.number("rtt_ns"), o.record.number("rtt_after_ns")])
+        .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
+        .collect();
+    let low = trips.iter().copied().fold(f64::INFINITY, f64::min);
+    trips.iter().all(|&rtt| rtt <= QUIET_RTT_FACTOR * low)
+}
+
 /// Whether `outcome` was quiet under `limit`; a run without a round trip
 /// counts as quiet.
 fn quiet_under(outcome: &Outcome, limit: f64) -> bool {
@@ -210,19 +224,14 @@ impl Sweep {
     }
 
     /// The confirmation's pairs of workload number `w` whose two runs were
-    /// both quiet: each pair's ratio of configuration 0 to the challenger
-    /// ([`Sweep::better`], so above 1 when configuration 0 is better), in
-    /// pair order; and how many pairs were left out (a run above the
-    /// quiet limit of all the workload's runs, sweep and confirmation, or
-    /// a run missing). Quiet here too means: the same host state.
+    /// taken in one host state ([`same_host_state`]): each pair's ratio of
+    /// configuration 0 to the challenger ([`Sweep::better`], so above 1
+    /// when configuration 0 is better), in pair order; and how many pairs
+    /// were left out (the state changed, or a run is missing). Unlike the
+    /// medians, a pair with the vCPUs apart for both runs counts: it
+    /// compares the two configurations as well as a close pair does.
     pub fn pair_ratios(&self, w: usize) -> (Vec<f64>, usize) {
         let runs = &self.confirmations[w];
-        let limit = quiet_limit(
-            self.results[w]
-                .iter()
-                .chain(runs)
-                .map(|o| o.record.number("rtt_ns")),
-        );
         let mut rounds: Vec<usize> = runs.iter().map(|o| o.round).collect();
         rounds.sort_unstable();
         rounds.dedup();
@@ -234,7 +243,7 @@ impl Sweep {
                     .find(|o| o.round == round && (o.config == 0) == own && o.value.is_finite())
             };
             match (pick(true), pick(false)) {
-                (Some(a), Some(b)) if quiet_under(a, limit) && quiet_under(b, limit) => {
+                (Some(a), Some(b)) if same_host_state(&[a, b]) => {
                     ratios.push(self.better(w, a.value, b.value));
                 }
                 _ => left_out += 1,
@@ -709,29 +718,42 @@ mod tests {
     }
 
     #[test]
-    fn a_confirmation_pair_counts_only_if_both_its_runs_were_quiet() {
+    fn a_confirmation_pair_counts_only_if_its_runs_share_one_host_state() {
         let mut s = sweep(vec![outcome(0, 10.0, "70"), outcome(1, 10.0, "72")]);
-        let run = |round: usize, config: usize, value: f64, rtt: &str| Outcome {
-            round,
-            ..outcome(config, value, rtt)
+        let run = |round: usize, config: usize, value: f64, before: &str, after: &str| {
+            let line = format!(
+                "result workload=handoff-1to1 value={value} rtt_ns={before} rtt_after_ns={after}"
+            );
+            Outcome {
+                round,
+                config,
+                value,
+                record: Record::parse_line(&line).expect("a result line"),
+            }
         };
         s.confirmations[0] = vec![
-            // Pair 1: a then b, both quiet: a / b = 0.9.
-            run(1, 0, 9.0, "70"),
-            run(1, 1, 10.0, "80"),
-            // Pair 2: b then a, both quiet: 1.1.
-            run(2, 1, 10.0, "75"),
-            run(2, 0, 11.0, "71"),
-            // Pair 3: b ran while the vCPUs were apart: left out.
-            run(3, 0, 10.0, "70"),
-            run(3, 1, 3.0, "9000"),
-            // Pair 4: a's run failed: left out.
-            run(4, 1, 10.0, "70"),
+            // Pair 1: a then b, both close: a / b = 0.9.
+            run(1, 0, 9.0, "70", "66"),
+            run(1, 1, 10.0, "80", "64"),
+            // Pair 2: b then a, both apart: 1.1 (counts: one state).
+            run(2, 1, 3.0, "320", "310"),
+            run(2, 0, 3.3, "305", "325"),
+            // Pair 3: a close, b apart: left out.
+            run(3, 0, 10.0, "70", "64"),
+            run(3, 1, 3.0, "9000", "9100"),
+            // Pair 4: both began close, but b ended apart: left out.
+            run(4, 0, 10.0, "66", "64"),
+            run(4, 1, 7.0, "64", "318"),
+            // Pair 5: a's run failed: left out.
+            run(5, 1, 10.0, "70", "70"),
         ];
         let (ratios, left_out) = s.pair_ratios(0);
-        assert_eq!(left_out, 2);
+        assert_eq!(left_out, 3);
         assert_eq!(ratios.len(), 2);
         assert!((ratios[0] - 0.9).abs() < 1e-9 && (ratios[1] - 1.1).abs() < 1e-9);
+        // Without probes (a single-thread workload) every pair counts.
+        let plain = |config: usize| outcome(config, 5.0, "nan");
+        assert!(same_host_state(&[&plain(0), &plain(1)]));
     }
 
     #[test]

@@ -193,9 +193,10 @@ fn confirmation(sweep: &Sweep) -> String {
         "\nPaired confirmation: after the sweep, `auto` and the best fixed capacity of the \
          first table ran back to back, the order alternating pair by pair, and each pair \
          gives one ratio (above 1: `auto` better). Picking the best of seven noisy medians \
-         favours the fixed side by about one run's noise (the winner's curse); a pair's \
-         two runs share the host's state, so the median of pair ratios has no such bias. \
-         Pairs with a run above the workload's quiet limit are left out.\n\n\
+         favours the fixed side by about one run's noise (the winner's curse); the median \
+         of pair ratios has no such bias. A pair counts only if its two runs share one host \
+         state (every round trip recorded before and after both runs within 2× of the \
+         smallest; with the vCPUs apart for both, it counts too); others are left out.\n\n\
          | workload | against | pairs used | pair ratios | median | within 2% |\n\
          |---|---|---:|---|---:|---|\n",
     );
@@ -210,7 +211,7 @@ fn confirmation(sweep: &Sweep) -> String {
         let (ratios, left_out) = sweep.pair_ratios(w);
         let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
         let (median, verdict) = if ratios.is_empty() {
-            ("–".to_owned(), "no quiet pair")
+            ("–".to_owned(), "no pair in one host state")
         } else {
             let m = summary::median(&ratios);
             (format!("{m:.3}"), if m >= 0.98 { "yes" } else { "no" })
