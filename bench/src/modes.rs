@@ -46,7 +46,9 @@ fn configs() -> Vec<Config> {
 /// Runs the comparison; progress on stderr, report on stdout and in
 /// `bench/results/modes.md`.
 pub fn run(options: &SweepOptions) {
-    let sweep = sweep::run_or_replay("modes", options, configs(), &DEFAULT_WORKLOADS, |_, _| None);
+    let sweep = sweep::run_or_replay("modes", options, configs(), &DEFAULT_WORKLOADS, &|_, _| {
+        None
+    });
     sweep::save("modes", &sweep, &report(&sweep));
 }
 

@@ -33,7 +33,7 @@ usage:
       of at most NS, and is rerun (3 runs at most) while its own round
       trip is above NS; the tuning and modes sweeps take the same flags
   sheafalloc-bench tuning [--rounds N] [--warmup S] [--fixed-warmup S] [--seconds S]
-          [--confirm PAIRS] [--only W,...]
+          [--confirm PAIRS [--against CONFIG]] [--only W,...]
       the capacity sweep: wl-sheafalloc auto-tuned, with the tuner off at
       the default capacities, and at fixed capacities 16..1024 for every
       class below 4 KiB; configurations interleaved and rotated each round
@@ -42,7 +42,8 @@ usage:
       a warm-up of their own; --confirm PAIRS then runs, per workload,
       auto and the sweep's best fixed capacity back to back PAIRS times
       (order alternating) and reports each pair's ratio, free of the
-      bias of picking the best of several noisy medians; writes
+      bias of picking the best of several noisy medians (--against
+      CONFIG names the configuration instead, e.g. fixed-256); writes
       bench/results/tuning.jsonl and tuning.md
   sheafalloc-bench modes [--rounds N] [--warmup S] [--seconds S] [--only W,...]
       wl-sheafalloc with per-CPU sheaves (as shipped) against per-thread
@@ -180,6 +181,9 @@ pub struct SweepOptions {
     /// Pairs of the paired confirmation after the sweep (`tuning`: `auto`
     /// against the best fixed capacity, back to back); 0: none.
     pub confirm: usize,
+    /// The configuration the confirmation runs against, instead of the
+    /// sweep's pick (`--against fixed-256`).
+    pub against: Option<String>,
 }
 
 fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
@@ -193,6 +197,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         replay: None,
         gate: None,
         confirm: 0,
+        against: None,
     };
     let mut gate = GateFlags::default();
     let mut args = args.iter();
@@ -213,6 +218,12 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
                 options.confirm = value
                     .parse()
                     .map_err(|_| format!("--confirm: {value:?} is not a number of pairs"))?;
+            }
+            "--against" if !modes => {
+                let value = args
+                    .next()
+                    .ok_or("--against needs a configuration's name")?;
+                options.against = Some(value.clone());
             }
             "--only" => {
                 let value = args.next().ok_or("--only needs workload names")?;
@@ -540,6 +551,17 @@ mod tests {
         assert_eq!(tuning.confirm, 4);
         assert!(parse(&args(&["tuning", "--confirm", "x"])).is_err());
         assert!(parse(&args(&["modes", "--confirm", "4"])).is_err());
+        let Ok(Command::Tuning(tuning)) = parse(&args(&[
+            "tuning",
+            "--confirm",
+            "4",
+            "--against",
+            "fixed-256",
+        ])) else {
+            panic!("tuning parses with --against");
+        };
+        assert_eq!(tuning.against.as_deref(), Some("fixed-256"));
+        assert!(parse(&args(&["tuning", "--against"])).is_err());
         assert!(parse(&args(&["modes", "--only", "nonesuch"])).is_err());
     }
 

@@ -271,7 +271,7 @@ pub fn run(
     options: &SweepOptions,
     configs: Vec<Config>,
     default_workloads: &[Workload],
-    challenger: fn(&Sweep, usize) -> Option<usize>,
+    challenger: &dyn Fn(&Sweep, usize) -> Option<usize>,
 ) -> Sweep {
     let binary = match binaries::locate() {
         Ok(found) => found
@@ -319,9 +319,10 @@ pub fn run(
     let fixed_warmup = options
         .fixed_warmup
         .map_or_else(String::new, |s| format!(" --fixed-warmup {s}"));
-    let confirm_flag = match options.confirm {
-        0 => String::new(),
-        pairs => format!(" --confirm {pairs}"),
+    let confirm_flag = match (options.confirm, &options.against) {
+        (0, _) => String::new(),
+        (pairs, None) => format!(" --confirm {pairs}"),
+        (pairs, Some(against)) => format!(" --confirm {pairs} --against {against}"),
     };
     let provenance = format!(
         "`sheafalloc-bench {name} --rounds {} --warmup {}{fixed_warmup} --seconds {}{confirm_flag}{only}{gate_flags}`; commit {commit}; {}{gate_words}",
@@ -472,7 +473,7 @@ fn confirm(
     sweep: &mut Sweep,
     runner: &Runner<'_>,
     mut log: Option<&mut std::fs::File>,
-    challenger: fn(&Sweep, usize) -> Option<usize>,
+    challenger: &dyn Fn(&Sweep, usize) -> Option<usize>,
 ) {
     let pairs = runner.options.confirm;
     for w in 0..sweep.workloads.len() {
@@ -509,7 +510,7 @@ pub fn run_or_replay(
     options: &SweepOptions,
     configs: Vec<Config>,
     default_workloads: &[Workload],
-    challenger: fn(&Sweep, usize) -> Option<usize>,
+    challenger: &dyn Fn(&Sweep, usize) -> Option<usize>,
 ) -> Sweep {
     match &options.replay {
         Some(file) => load(file, configs).unwrap_or_else(|error| {
@@ -673,6 +674,7 @@ mod tests {
             replay: None,
             gate: None,
             confirm: 0,
+            against: None,
         };
         assert_eq!(
             (auto.warmup(&options), fixed.warmup(&options)),

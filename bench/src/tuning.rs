@@ -86,13 +86,22 @@ fn capacity_list(capacity: u32) -> String {
 /// Runs the sweep; progress on stderr, report on stdout and in
 /// `bench/results/tuning.md`.
 pub fn run(options: &SweepOptions) {
-    let sweep = sweep::run_or_replay(
-        "tuning",
-        options,
-        configs(),
-        &DEFAULT_WORKLOADS,
-        best_fixed_config,
-    );
+    let configs = configs();
+    let against = options.against.as_ref().map(|name| {
+        configs
+            .iter()
+            .position(|c| &c.name == name)
+            .unwrap_or_else(|| {
+                let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+                eprintln!(
+                    "sheafalloc-bench tuning: --against {name:?}: no such configuration ({})",
+                    names.join(", ")
+                );
+                std::process::exit(2);
+            })
+    });
+    let challenger = |sweep: &Sweep, w: usize| against.or_else(|| best_fixed_config(sweep, w));
+    let sweep = sweep::run_or_replay("tuning", options, configs, &DEFAULT_WORKLOADS, &challenger);
     sweep::save("tuning", &sweep, &report(&sweep));
 }
 
@@ -191,7 +200,8 @@ fn confirmation(sweep: &Sweep) -> String {
     }
     let mut out = String::from(
         "\nPaired confirmation: after the sweep, `auto` and the best fixed capacity of the \
-         first table ran back to back, the order alternating pair by pair, and each pair \
+         first table (or the configuration `--against` named, as `against` says) \
+         ran back to back, the order alternating pair by pair, and each pair \
          gives one ratio (above 1: `auto` better). Picking the best of seven noisy medians \
          favours the fixed side by about one run's noise (the winner's curse); the median \
          of pair ratios has no such bias. A pair counts only if its two runs share one host \
