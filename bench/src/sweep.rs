@@ -116,10 +116,9 @@ pub fn same_host_state(runs: &[&Outcome]) -> bool {
     let trips: Vec<f64> = runs
         .iter()
         .flat_map(|o| [o.record.number("rtt_ns"), o.record.number("rtt_after_ns")])
-        .filter(|rtt| rtt.is_finite() && *rtt > 0.0)
         .collect();
-    let low = trips.iter().copied().fold(f64::INFINITY, f64::min);
-    trips.iter().all(|&rtt| rtt <= QUIET_RTT_FACTOR * low)
+    let limit = quiet_limit(trips.iter().copied());
+    trips.iter().all(|&rtt| !rtt.is_finite() || rtt <= limit)
 }
 
 /// Whether `outcome` was quiet under `limit`; a run without a round trip
