@@ -7,7 +7,7 @@
 //! | operation | gives | gets | when |
 //! |---|---|---|---|
 //! | [`take_full`] | an empty sheaf | a full one | alloc: main and spare empty |
-//! | [`take_full_alone`] | — | a full one | alloc, per-CPU mode (the empty main is detached on its own) |
+//! | [`take_full_alone`] | — | a full one | alloc, per-CPU mode, when the CPU has no main sheaf |
 //! | [`put_full`] | a full sheaf | an empty one, if the barn has one | free: main and spare full |
 //! | [`hand_over`] | a full remote batch | an empty one, if any | a batch for another node is full |
 //! | [`empty_sheaf`] | — | an empty sheaf (barn, else pool) | a slot needs a sheaf |
@@ -117,7 +117,8 @@ pub unsafe fn take_full<D: Depot>(
 }
 
 /// Takes a full sheaf of `node`'s barn without giving one back (the
-/// per-CPU slow path detaches its empty main sheaf separately).
+/// per-CPU slow path, when the CPU's main slot holds the shared empty
+/// sheaf).
 pub fn take_full_alone<D: Depot>(depot: &D, node: NodeId) -> Option<NonNull<Sheaf>> {
     let lane = depot.lane();
     let mut barn = depot.barn(node).lock();

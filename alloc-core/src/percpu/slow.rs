@@ -184,6 +184,15 @@ impl Here<'_> {
         }
     }
 
+    /// Installs an owned sheaf as main where a trade left the empty sheaf;
+    /// parks it if another thread of this CPU installed one first, or the
+    /// thread moved.
+    fn install_main<D: Depot>(&self, depot: &D, sheaf: NonNull<Sheaf>) {
+        if !self.replace(Slot::Main, empty_sheaf(), sheaf.as_ptr()) {
+            self.park(depot, sheaf.as_ptr());
+        }
+    }
+
     /// Puts an owned sheaf in the spare slot if that is free; otherwise
     /// sends it away (barn, slabs, pool).
     fn park<D: Depot>(&self, depot: &D, sheaf: *mut Sheaf) {
@@ -313,6 +322,15 @@ pub unsafe fn alloc_slow(
         }
         // 2. A full sheaf from the barn, else 3. one refilled from the slabs.
         trades.alloc_took_full();
+        if let Some(owned) = real(main) {
+            // Main is a sheaf of its own: detached, it is traded for a full
+            // one under one barn lock.
+            // SAFETY: duty 1.
+            match unsafe { trade_empty_main(&here, &depot, owned) } {
+                Trade::Done => continue,
+                Trade::OutOfMemory => return core::ptr::null_mut(),
+            }
+        }
         let full = match exchange::take_full_alone(&depot, node) {
             Some(full) => full,
             None => {
@@ -443,6 +461,14 @@ pub unsafe fn free_slow(
         // its objects (`SpareTrades::put_keep`).
         let keep = trades.put_keep(counts.allocs, depot.sheaf_capacity());
         trades.put_main(counts.allocs);
+        if let (Some(full), None) = (real(main), keep) {
+            // Detached, main is traded for an empty sheaf under one barn
+            // lock.
+            if trade_full_main(&here, &depot, full) {
+                continue;
+            }
+            break;
+        }
         let Some(empty) = exchange::empty_sheaf(&depot, node, depot.sheaf_capacity()) else {
             break;
         };
@@ -472,6 +498,100 @@ pub unsafe fn free_slow(
     }
     // SAFETY: duty 2.
     unsafe { crate::thread_cache::slab_free_one(class, object) };
+}
+
+/// How [`trade_empty_main`] ended.
+enum Trade {
+    /// The caller tries again: a full sheaf was installed (or parked, if
+    /// another thread of the CPU installed one first), or main was given
+    /// back as it was.
+    Done,
+    /// The barn had no full sheaf and the slabs no object: the OS refused
+    /// memory (counted).
+    OutOfMemory,
+}
+
+/// Step 2 of [`alloc_slow`] where main is a sheaf of its own: detaches it
+/// and trades it, empty, for a full sheaf of the barn under one lock
+/// (`exchange::take_full`), or refills it from the slabs when the barn has
+/// none; then installs the full sheaf. Taking the full sheaf first and
+/// parking the empty one after would lock the barn twice per trade, and in
+/// a hand-off the lock's line crosses between the producer's and the
+/// consumer's CPUs on every acquisition.
+///
+/// # Safety
+///
+/// 1. As [`alloc_slow`].
+unsafe fn trade_empty_main(here: &Here<'_>, depot: &ClassDepot, main: NonNull<Sheaf>) -> Trade {
+    if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
+        return Trade::Done;
+    }
+    // SAFETY: detached by the replace: the header is ours.
+    let (len, node) = unsafe { ((*main.as_ptr()).len, (*main.as_ptr()).node) };
+    if len > 0 {
+        // Another thread of this CPU freed into it since the pop missed.
+        here.install_main(depot, main);
+        return Trade::Done;
+    }
+    // SAFETY: ours and empty, of this class and the CPU's node.
+    let full = match unsafe { exchange::take_full(depot, node, main) } {
+        Ok(full) => full,
+        Err(empty) => {
+            let empty = sync_capacity(depot, empty);
+            // SAFETY: ours, empty.
+            exchange::refill(depot, node, unsafe { &mut *empty.as_ptr() });
+            // SAFETY: as above.
+            if unsafe { (*empty.as_ptr()).len } == 0 {
+                // SAFETY: ours, empty.
+                unsafe { exchange::dispose(depot, node, empty) };
+                CacheCounters::add(&depot.counters().alloc_failures, 1);
+                return Trade::OutOfMemory;
+            }
+            empty
+        }
+    };
+    here.install_main(depot, sync_capacity(depot, full));
+    Trade::Done
+}
+
+/// Step 3 of [`free_slow`] where main keeps none of its objects: detaches
+/// the full main sheaf and trades it for an empty one of the barn under one
+/// lock (`exchange::put_full`; a barn at its limit sends the objects to the
+/// slabs and the sheaf is used again), then installs the empty sheaf. One
+/// lock per trade, as in [`trade_empty_main`]. False only if the OS
+/// refused memory for an empty sheaf.
+fn trade_full_main(here: &Here<'_>, depot: &ClassDepot, main: NonNull<Sheaf>) -> bool {
+    if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
+        return true;
+    }
+    // SAFETY: detached by the replace: the header is ours.
+    let (len, capacity, node) = unsafe {
+        let sheaf = &*main.as_ptr();
+        (sheaf.len, sheaf.capacity, sheaf.node)
+    };
+    if len < capacity {
+        // Another thread of this CPU allocated from it since the push
+        // missed: it has room again.
+        here.install_main(depot, main);
+        return true;
+    }
+    here.count_kept_foreign(main);
+    // SAFETY: ours (detached), full of objects of this class at home
+    // `node`.
+    let empty = match unsafe { exchange::put_full(depot, node, main) } {
+        Ok(Some(empty)) => empty,
+        Ok(None) => match exchange::empty_sheaf(depot, node, depot.sheaf_capacity()) {
+            Some(empty) => empty,
+            None => return false,
+        },
+        Err(refused) => {
+            // SAFETY: still ours; objects of this class at home `node`.
+            unsafe { exchange::flush(depot, node, &mut *refused.as_ptr()) };
+            refused
+        }
+    };
+    here.install_main(depot, sync_capacity(depot, empty));
+    true
 }
 
 /// Step 1 of [`free_slow`]: splits the CPU's full main sheaf with its
