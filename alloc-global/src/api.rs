@@ -233,6 +233,16 @@ pub fn thread_counts() -> (u64, u64) {
     sheafalloc_core::runtime::thread_counts()
 }
 
+/// How many per-class records threads hold, and what they cost: a thread
+/// takes one for a size class on its first slow path of that class (out of
+/// its TLS, which the C library writes in full at every thread's start)
+/// and gives them back when it exits.
+pub fn thread_records() -> ThreadRecords {
+    sheafalloc_core::runtime::thread_records()
+}
+
+pub use sheafalloc_core::thread_cache::RecordUsage as ThreadRecords;
+
 /// This process's resident set size in bytes (from `/proc/self/statm`).
 pub fn resident_bytes() -> Option<usize> {
     sheafalloc_core::os::resident_bytes()

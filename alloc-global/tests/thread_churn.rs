@@ -1,5 +1,6 @@
 //! 10,000 threads that allocate and exit: their cached objects come back
-//! (pthread key destructor), so live objects, threads and RSS stay bounded.
+//! (pthread key destructor), and so do their per-class records, so live
+//! objects, threads, records and RSS stay bounded.
 
 use std::sync::Barrier;
 
@@ -17,6 +18,7 @@ fn exiting_threads_give_back_their_sheaves() {
     let (live_threads_before, _) = sheafalloc::thread_counts();
     let before = sheafalloc::caches();
     let mut rss_after_first_waves = 0;
+    let mut records_after_first_wave = None;
     for wave in 0..THREADS / WAVE {
         let barrier = Barrier::new(WAVE);
         std::thread::scope(|scope| {
@@ -45,11 +47,34 @@ fn exiting_threads_give_back_their_sheaves() {
                 handle.join().unwrap();
             }
         });
+        if wave == 0 {
+            records_after_first_wave = Some(sheafalloc::thread_records());
+        }
         if wave == 10 {
             rss_after_first_waves = sheafalloc::resident_bytes().unwrap();
         }
     }
+    let records = sheafalloc::thread_records();
     let (live_threads_after, ever) = sheafalloc::thread_counts();
+    // Each thread took a record for every class it took a slow path of
+    // (per-thread mode: each of its eight buffer sizes and its `Vec`; on
+    // the CPUs' sheaves, fewer) and gave them back at exit: the records
+    // carved for the first wave serve all the others, and only the live
+    // threads (this one) hold any.
+    let first = records_after_first_wave.unwrap();
+    assert!(first.carved > 0, "no thread took a record");
+    assert!(
+        records.carved <= first.carved + 64,
+        "records carved grew from {} to {}: exited threads kept theirs",
+        first.carved,
+        records.carved
+    );
+    for (when, held) in [("the first wave", first.in_use), ("all", records.in_use)] {
+        assert!(
+            held < WAVE as u64 * 8,
+            "{held} records held after {when} exited: more than this thread's"
+        );
+    }
     assert!(
         ever >= THREADS as u64,
         "only {ever} threads ever registered"

@@ -70,6 +70,10 @@ pub(super) extern "C" fn child() {
                 survivor = cursor;
             } else {
                 (*cursor).fold_counters();
+                // The thread does not exist in the child: its records go
+                // back to the pool (the objects in its sheaves are lost
+                // with it, as before).
+                (*cursor).give_back_records(&mut registry.records);
             }
             cursor = next;
         }

@@ -16,8 +16,8 @@ mod tune;
 pub use init::ensure_init;
 #[cfg(feature = "fault-injection")]
 pub use init::init_in_progress;
-pub use registry::thread_counts;
-pub(crate) use registry::{register, unregister, with_threads};
+pub(crate) use registry::{register, take_thread_record, unregister, with_threads};
+pub use registry::{thread_counts, thread_records};
 pub use tune::{
     clamp_threads, periodic, steer_lanes, tick as tuner_tick, ticks as tuner_ticks, TICK_MS,
 };

@@ -2,20 +2,26 @@
 //! slow path and unregister at exit (folding their counters into the
 //! caches); statistics readers walk it under its lock.
 
-use core::ptr;
+use core::ptr::{self, NonNull};
 use core::sync::atomic::Ordering;
 
 use crate::sync::{LockRank, Mutex};
-use crate::thread_cache::ThreadCache;
+use crate::thread_cache::records::RecordPool;
+use crate::thread_cache::RecordUsage;
+use crate::thread_cache::{ColdSlot, ThreadCache};
 
-/// The live thread caches, linked through their registry fields.
+/// The live thread caches, linked through their registry fields, and the
+/// pool of their per-class records.
 ///
 /// Invariant: `head` starts a doubly linked list of the caches of every
-/// `Active` thread; links are touched only under this mutex.
+/// `Active` thread; links are touched only under this mutex. Every record
+/// a thread holds came from `records` and goes back there when it leaves
+/// the list.
 pub(super) struct Registry {
     pub(super) head: *mut ThreadCache,
     pub(super) threads: u64,
     threads_ever: u64,
+    pub(super) records: RecordPool,
 }
 
 // SAFETY: the registry only links caches whose link fields are guarded by
@@ -28,6 +34,7 @@ pub(super) static REGISTRY: Mutex<Registry> = Mutex::new(
         head: ptr::null_mut(),
         threads: 0,
         threads_ever: 0,
+        records: RecordPool::new(),
     },
 );
 
@@ -60,6 +67,10 @@ pub(crate) fn register(cache: &ThreadCache) {
 pub(crate) fn unregister(cache: &ThreadCache) {
     let mut registry = REGISTRY.lock();
     cache.fold_counters();
+    // SAFETY: we hold the registry lock; the counts are folded just now,
+    // the exiting thread gave its sheaves back before, and it leaves the
+    // registry below, so it takes no record again.
+    unsafe { cache.give_back_records(&mut registry.records) };
     let prev = cache.registry_prev.load(Ordering::Relaxed);
     let next = cache.registry_next.load(Ordering::Relaxed);
     // SAFETY: neighbours are registered, live, and guarded by the lock.
@@ -108,6 +119,25 @@ impl<'a> Iterator for ThreadIter<'a> {
         self.cursor = cache.registry_next.load(Ordering::Relaxed);
         Some(cache)
     }
+}
+
+/// Takes a record for a thread's class from the pool, under the registry
+/// lock, and hands it to `store` (which puts it in the thread's cache)
+/// before the lock is released, so a reader walking the threads sees it
+/// whole. `None` if the OS refuses memory for one.
+pub(crate) fn take_thread_record(
+    store: impl FnOnce(NonNull<ColdSlot>),
+) -> Option<NonNull<ColdSlot>> {
+    let mut registry = REGISTRY.lock();
+    let record = registry.records.take()?;
+    store(record);
+    Some(record)
+}
+
+/// How many per-class thread records there are and what they cost (see
+/// `thread_cache::records`).
+pub fn thread_records() -> RecordUsage {
+    REGISTRY.lock().records.usage()
 }
 
 /// Live threads with a cache, and threads that ever had one.

@@ -48,7 +48,11 @@ impl ThreadCache {
     fn give_back_all(&self) {
         let node = self.node.get();
         for class in SizeClass::all() {
-            self.sheaves(class).give_back(&ClassDepot::of(class), node);
+            // A class without a record holds no sheaf (`ThreadCache`
+            // invariant).
+            if let Some(sheaves) = self.sheaves(class) {
+                sheaves.give_back(&ClassDepot::of(class), node);
+            }
         }
     }
 
@@ -99,22 +103,26 @@ impl ThreadCache {
             let counters = &cache(class).counters;
             CacheCounters::add(&counters.allocs_folded, allocs);
             CacheCounters::add(&counters.frees_folded, frees);
-            let cold = self.cold(class);
-            cold.slow_allocs.publish(&counters.slow_path_allocs);
-            cold.slow_frees.publish(&counters.slow_path_frees);
-            cold.spare_trades.swaps.publish(&counters.spare_swaps);
+            if let Some(cold) = self.cold(class) {
+                cold.slow_allocs.publish(&counters.slow_path_allocs);
+                cold.slow_frees.publish(&counters.slow_path_frees);
+                cold.spare_trades.swaps.publish(&counters.spare_swaps);
+            }
         }
     }
 
     /// What a reader on another thread may see of `class` (racy by design:
     /// every field is a relaxed atomic written only by the owner).
     pub(crate) fn view(&self, class: SizeClass) -> SlotView {
-        let cold = self.cold(class);
+        let hot = self.hot(class).view();
+        let Some(cold) = self.cold(class) else {
+            return hot;
+        };
         SlotView {
             slow_allocs: cold.slow_allocs.pending(),
             slow_frees: cold.slow_frees.pending(),
             spare_swaps: cold.spare_trades.swaps.pending(),
-            ..self.hot(class).view()
+            ..hot
         }
     }
 

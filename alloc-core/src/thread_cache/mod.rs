@@ -28,10 +28,15 @@
 
 #[cfg(not(loom))]
 mod life_cycle;
+#[cfg(not(loom))]
+pub(crate) mod records;
 pub mod remote;
 pub mod sheaves;
 
 pub use sheaves::{ClassSheaves, ColdSlot, HotSlot};
+
+#[cfg(not(loom))]
+pub use records::RecordUsage;
 
 #[cfg(not(loom))]
 pub use engine::ThreadCache;
@@ -45,7 +50,8 @@ pub(crate) use sheaves::SlotView;
 #[cfg(not(loom))]
 mod engine {
     use core::cell::Cell;
-    use core::ptr;
+    use core::ptr::{self, NonNull};
+    use core::sync::atomic::Ordering::Relaxed;
     use core::sync::atomic::{AtomicPtr, AtomicUsize};
 
     use super::life_cycle::{SlowPathGuard, ThreadState};
@@ -62,9 +68,13 @@ mod engine {
     /// Invariants: `node_span == 0` unless the state is `Active`; while
     /// `Active`, `[node_base, node_base + node_span)` is the arena region
     /// of `node`, the thread is on the runtime's registry, and every sheaf
-    /// in `cold` holds objects of its class whose home is `node` (remote
-    /// batches: their own node). The registry links are touched only under
-    /// the registry lock.
+    /// in its records holds objects of its class whose home is `node`
+    /// (remote batches: their own node). A class's hot slot holds a sheaf
+    /// only while the class has a record. `cold[class]` is null or a
+    /// record of the registry's pool ([`super::records`]) that this thread
+    /// holds until it unregisters; it is written only by the owner, under
+    /// the registry lock. The registry links are touched only under the
+    /// registry lock.
     pub struct ThreadCache {
         pub(super) hot: [HotSlot; NUM_CLASSES],
         pub(super) node_base: Cell<usize>,
@@ -73,7 +83,10 @@ mod engine {
         pub(super) state: Cell<ThreadState>,
         #[cfg(debug_assertions)]
         pub(super) in_slow_path: Cell<bool>,
-        pub(super) cold: [ColdSlot; NUM_CLASSES],
+        /// Each class's record, taken on the thread's first slow path of
+        /// the class (null before): out of the static TLS, which the C
+        /// library writes in full at every thread's start.
+        pub(super) cold: [AtomicPtr<ColdSlot>; NUM_CLASSES],
         /// The thread's rseq area while it uses the CPUs' caches (set at
         /// attach, in per-CPU mode), else the stand-in
         /// [`crate::percpu::no_rseq`], with which every section misses:
@@ -88,6 +101,14 @@ mod engine {
         pub(crate) registry_next: AtomicPtr<ThreadCache>,
     }
 
+    // Every thread pays for every byte of this in its static TLS, which
+    // the C library writes in full at the thread's start: 10,592 bytes
+    // while the per-class records lived here (256 idle threads then held
+    // 6.1 MiB, now 4.3 with the tuner's tick out of the slow paths' frame
+    // too). Raise the bound only for a cost that is worth it
+    // in every thread of every service.
+    const _: () = assert!(core::mem::size_of::<ThreadCache>() <= 4160);
+
     impl ThreadCache {
         /// A fresh cache: no sheaves, nothing registered.
         pub const fn new() -> Self {
@@ -99,7 +120,7 @@ mod engine {
                 state: Cell::new(ThreadState::Fresh),
                 #[cfg(debug_assertions)]
                 in_slow_path: Cell::new(false),
-                cold: [const { ColdSlot::new() }; NUM_CLASSES],
+                cold: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
                 rseq: Cell::new(crate::percpu::no_rseq()),
                 gs: ThreadGs::new(),
                 owner_thread: AtomicUsize::new(0),
@@ -126,15 +147,58 @@ mod engine {
             unsafe { &*self.hot.as_ptr().byte_add(class.record_offset()) }
         }
 
-        #[inline(always)]
-        pub(super) fn cold(&self, class: SizeClass) -> &ColdSlot {
+        /// The thread's record of `class`, if it took one. Called by the
+        /// owner, or by a reader holding the registry lock (under which
+        /// the owner neither takes nor gives back records).
+        #[inline]
+        pub(super) fn cold(&self, class: SizeClass) -> Option<&ColdSlot> {
             // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
-            unsafe { self.cold.get_unchecked(class.index()) }
+            let record = unsafe { self.cold.get_unchecked(class.index()) }.load(Relaxed);
+            // SAFETY: null, or a record this thread holds until it
+            // unregisters (invariant), which the callers do not outlive.
+            unsafe { record.as_ref() }
         }
 
-        #[inline(always)]
-        pub(super) fn sheaves(&self, class: SizeClass) -> ClassSheaves<'_> {
-            ClassSheaves::new(self.hot(class), self.cold(class))
+        /// The thread's record of `class`, taken from the registry's pool
+        /// on its first slow path of the class; `None` only if the OS
+        /// refuses memory for one (the caller serves the object
+        /// uncached).
+        #[inline]
+        fn cold_or_take(&self, class: SizeClass) -> Option<&ColdSlot> {
+            if let Some(record) = self.cold(class) {
+                return Some(record);
+            }
+            let record = runtime::take_thread_record(|record: NonNull<ColdSlot>| {
+                // SAFETY: `class.index() < NUM_CLASSES`; written under the
+                // registry lock, by the owner (invariant).
+                unsafe { self.cold.get_unchecked(class.index()) }.store(record.as_ptr(), Relaxed);
+            })?;
+            // SAFETY: ours until this thread unregisters.
+            Some(unsafe { &*record.as_ptr() })
+        }
+
+        /// The class's sheaves, where the thread has a record of it.
+        #[inline]
+        pub(super) fn sheaves(&self, class: SizeClass) -> Option<ClassSheaves<'_>> {
+            Some(ClassSheaves::new(self.hot(class), self.cold(class)?))
+        }
+
+        /// Gives every record back to the registry's pool (with the
+        /// registry lock held, once the counts are folded).
+        ///
+        /// # Safety
+        ///
+        /// 1. The caller holds the registry lock and gives the records to
+        ///    its pool; the thread's counts are folded, and its sheaves
+        ///    given back (or, in a forked child, lost with the thread),
+        ///    and it takes no record again (it is leaving the registry).
+        pub(crate) unsafe fn give_back_records(&self, pool: &mut super::records::RecordPool) {
+            for slot in &self.cold {
+                if let Some(record) = NonNull::new(slot.swap(ptr::null_mut(), Relaxed)) {
+                    // SAFETY: duty 1: a record of this pool, given up.
+                    unsafe { pool.give(record) };
+                }
+            }
         }
 
         /// HOT PATH (alloc): pop from the thread's main sheaf, or (per-CPU
@@ -238,11 +302,14 @@ mod engine {
                 }
             }
             let _guard = SlowPathGuard::enter(self);
-            self.cold(class).slow_allocs.count();
+            let Some(cold) = self.cold_or_take(class) else {
+                return super::uncached_alloc(self.node.get(), class);
+            };
+            cold.slow_allocs.count();
             let rseq = self.rseq.get();
             let object = if !self.uses_cpu_caches() {
                 self.follow_node();
-                self.sheaves(class)
+                ClassSheaves::new(self.hot(class), cold)
                     .alloc_slow(&ClassDepot::of(class), self.node.get())
             } else {
                 // SAFETY: the thread's rseq area, in per-CPU mode.
@@ -251,7 +318,7 @@ mod engine {
                         rseq,
                         class,
                         &self.gs,
-                        &self.cold(class).spare_trades,
+                        &cold.spare_trades,
                         self.hot(class).counts(),
                     )
                 };
@@ -294,7 +361,11 @@ mod engine {
                 return;
             }
             let _guard = SlowPathGuard::enter(self);
-            self.cold(class).slow_frees.count();
+            let Some(cold) = self.cold_or_take(class) else {
+                // SAFETY: duty 1.
+                return unsafe { super::uncached_free(class, object) };
+            };
+            cold.slow_frees.count();
             let rseq = self.rseq.get();
             if self.uses_cpu_caches() {
                 // Before this free is counted: what the slow path's
@@ -308,7 +379,7 @@ mod engine {
                         class,
                         object,
                         &self.gs,
-                        &self.cold(class).spare_trades,
+                        &cold.spare_trades,
                         counts,
                     )
                 };
@@ -316,17 +387,14 @@ mod engine {
             self.follow_node();
             let depot = ClassDepot::of(class);
             let node = self.node.get();
+            let sheaves = ClassSheaves::new(self.hot(class), cold);
             match arena::home_node(object as usize) {
                 // SAFETY: duty 1; the object's home is this thread's node.
-                Some(home) if home == node => unsafe {
-                    self.sheaves(class).free_slow(&depot, node, object)
-                },
+                Some(home) if home == node => unsafe { sheaves.free_slow(&depot, node, object) },
                 // Never cache an object on a node that is not its home:
                 // batch it for its home node.
                 // SAFETY: duty 1; `home` differs from `node`.
-                Some(home) => unsafe {
-                    self.sheaves(class).free_remote(&depot, node, object, home)
-                },
+                Some(home) => unsafe { sheaves.free_remote(&depot, node, object, home) },
                 None => crate::invariant!(false, "free of a pointer outside the arena"),
             }
         }
