@@ -244,6 +244,11 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         }
     }
     options.gate = gate.finish()?;
+    if options.against.is_some() && options.confirm == 0 {
+        return Err(
+            "--against names what the confirmation runs against: give --confirm PAIRS too".into(),
+        );
+    }
     Ok(if modes {
         Command::Modes(options)
     } else {
@@ -562,6 +567,8 @@ mod tests {
         };
         assert_eq!(tuning.against.as_deref(), Some("fixed-256"));
         assert!(parse(&args(&["tuning", "--against"])).is_err());
+        // Without pairs to run it would do nothing: refused, not ignored.
+        assert!(parse(&args(&["tuning", "--against", "fixed-256"])).is_err());
         assert!(parse(&args(&["modes", "--only", "nonesuch"])).is_err());
     }
 
