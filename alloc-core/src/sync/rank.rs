@@ -10,7 +10,7 @@
 //! | rank | lock | nests inside it |
 //! |---|---|---|
 //! | 0 `Tuner` | the auto-tuner's and the lane steering's book (taken with `try_lock` by the periodic tick) | `Registry` (one pass over the threads) |
-//! | 1 `Registry` | the thread registry | nothing (readers only load or clamp per-thread atomics) |
+//! | 1 `Registry` | the thread registry, and the pool of threads' per-class records (taken on a thread's first slow path of a class) | nothing (readers only load or clamp per-thread atomics; a new record comes from a mapping) |
 //! | 2 `Topology` | topology publication | nothing |
 //! | 3 `Barn` | a barn, per node and class | nothing |
 //! | 4 `Slabs` | a slab list, per node and class | `Arena` (new slabs, returned runs) |
@@ -24,7 +24,7 @@
 pub enum LockRank {
     /// The auto-tuner's state between ticks.
     Tuner = 0,
-    /// The registry of live thread caches.
+    /// The registry of live thread caches, and their records' pool.
     Registry = 1,
     /// Publication of a discovered topology.
     Topology = 2,
