@@ -326,10 +326,10 @@ pub unsafe fn alloc_slow(
             // Main is a sheaf of its own: detached, it is traded for a full
             // one under one barn lock.
             // SAFETY: duty 1.
-            match unsafe { trade_empty_main(&here, &depot, owned) } {
-                Trade::Done => continue,
-                Trade::OutOfMemory => return core::ptr::null_mut(),
+            if unsafe { trade_empty_main(&here, &depot, owned) } {
+                continue;
             }
+            return core::ptr::null_mut();
         }
         let full = match exchange::take_full_alone(&depot, node) {
             Some(full) => full,
@@ -338,16 +338,11 @@ pub unsafe fn alloc_slow(
                 else {
                     break;
                 };
-                // SAFETY: ours, empty.
-                exchange::refill(&depot, node, unsafe { &mut *empty.as_ptr() });
-                // SAFETY: as above.
-                if unsafe { (*empty.as_ptr()).len } == 0 {
-                    // SAFETY: ours, empty.
-                    unsafe { exchange::dispose(&depot, node, empty) };
-                    CacheCounters::add(&depot.counters().alloc_failures, 1);
+                // SAFETY: ours, empty, from the barn or the pool.
+                let Some(full) = (unsafe { refilled(&depot, node, empty) }) else {
                     return core::ptr::null_mut();
-                }
-                empty
+                };
+                full
             }
         };
         let full = sync_capacity(&depot, full);
@@ -500,58 +495,67 @@ pub unsafe fn free_slow(
     unsafe { crate::thread_cache::slab_free_one(class, object) };
 }
 
-/// How [`trade_empty_main`] ended.
-enum Trade {
-    /// The caller tries again: a full sheaf was installed (or parked, if
-    /// another thread of the CPU installed one first), or main was given
-    /// back as it was.
-    Done,
-    /// The barn had no full sheaf and the slabs no object: the OS refused
-    /// memory (counted).
-    OutOfMemory,
+/// An owned, empty `sheaf` of this class and `node` filled from the
+/// slabs; `None` (the sheaf sent away, the failure counted) if the OS
+/// refused memory for every object.
+///
+/// # Safety
+///
+/// 1. The caller owns `sheaf`, which is empty and has this class and
+///    `node`, and uses only what this returns.
+unsafe fn refilled(
+    depot: &ClassDepot,
+    node: NodeId,
+    sheaf: NonNull<Sheaf>,
+) -> Option<NonNull<Sheaf>> {
+    // SAFETY: duty 1: ours, empty.
+    exchange::refill(depot, node, unsafe { &mut *sheaf.as_ptr() });
+    // SAFETY: as above.
+    if unsafe { (*sheaf.as_ptr()).len } > 0 {
+        return Some(sheaf);
+    }
+    // SAFETY: duty 1: ours, still empty.
+    unsafe { exchange::dispose(depot, node, sheaf) };
+    CacheCounters::add(&depot.counters().alloc_failures, 1);
+    None
 }
 
 /// Step 2 of [`alloc_slow`] where main is a sheaf of its own: detaches it
 /// and trades it, empty, for a full sheaf of the barn under one lock
 /// (`exchange::take_full`), or refills it from the slabs when the barn has
-/// none; then installs the full sheaf. Taking the full sheaf first and
-/// parking the empty one after would lock the barn twice per trade, and in
-/// a hand-off the lock's line crosses between the producer's and the
-/// consumer's CPUs on every acquisition.
+/// none; then installs the full sheaf (or parks it, if another thread of
+/// the CPU installed one first). Taking the full sheaf first and parking
+/// the empty one after would lock the barn twice per trade, and in a
+/// hand-off the lock's line crosses between the producer's and the
+/// consumer's CPUs on every acquisition. False only if the barn had no
+/// full sheaf and the OS refused memory for every object (counted); true
+/// also when main was no longer in its slot, or went back as it was.
 ///
 /// # Safety
 ///
 /// 1. As [`alloc_slow`].
-unsafe fn trade_empty_main(here: &Here<'_>, depot: &ClassDepot, main: NonNull<Sheaf>) -> Trade {
+unsafe fn trade_empty_main(here: &Here<'_>, depot: &ClassDepot, main: NonNull<Sheaf>) -> bool {
     if !here.replace(Slot::Main, main.as_ptr(), empty_sheaf()) {
-        return Trade::Done;
+        return true;
     }
     // SAFETY: detached by the replace: the header is ours.
     let (len, node) = unsafe { ((*main.as_ptr()).len, (*main.as_ptr()).node) };
     if len > 0 {
         // Another thread of this CPU freed into it since the pop missed.
         here.install_main(depot, main);
-        return Trade::Done;
+        return true;
     }
     // SAFETY: ours and empty, of this class and the CPU's node.
     let full = match unsafe { exchange::take_full(depot, node, main) } {
         Ok(full) => full,
-        Err(empty) => {
-            let empty = sync_capacity(depot, empty);
-            // SAFETY: ours, empty.
-            exchange::refill(depot, node, unsafe { &mut *empty.as_ptr() });
-            // SAFETY: as above.
-            if unsafe { (*empty.as_ptr()).len } == 0 {
-                // SAFETY: ours, empty.
-                unsafe { exchange::dispose(depot, node, empty) };
-                CacheCounters::add(&depot.counters().alloc_failures, 1);
-                return Trade::OutOfMemory;
-            }
-            empty
-        }
+        // SAFETY: given back by the barn: ours, empty, this class and node.
+        Err(empty) => match unsafe { refilled(depot, node, sync_capacity(depot, empty)) } {
+            Some(full) => full,
+            None => return false,
+        },
     };
     here.install_main(depot, sync_capacity(depot, full));
-    Trade::Done
+    true
 }
 
 /// Step 3 of [`free_slow`] where main keeps none of its objects: detaches
