@@ -72,7 +72,9 @@ pub(super) extern "C" fn child() {
                 (*cursor).fold_counters();
                 // The thread does not exist in the child: its records go
                 // back to the pool (the objects in its sheaves are lost
-                // with it, as before).
+                // with it, as before). `give_back_records`' duty: we hold
+                // the registry lock, its counts are folded just above, and
+                // a thread that is gone takes no record again.
                 (*cursor).give_back_records(&mut registry.records);
             }
             cursor = next;

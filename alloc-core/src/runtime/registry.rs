@@ -3,7 +3,7 @@
 //! caches); statistics readers walk it under its lock.
 
 use core::ptr::{self, NonNull};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::sync::{LockRank, Mutex};
 use crate::thread_cache::records::RecordPool;
@@ -121,16 +121,14 @@ impl<'a> Iterator for ThreadIter<'a> {
     }
 }
 
-/// Takes a record for a thread's class from the pool, under the registry
-/// lock, and hands it to `store` (which puts it in the thread's cache)
-/// before the lock is released, so a reader walking the threads sees it
-/// whole. `None` if the OS refuses memory for one.
-pub(crate) fn take_thread_record(
-    store: impl FnOnce(NonNull<ColdSlot>),
-) -> Option<NonNull<ColdSlot>> {
+/// Takes a record for a thread's class from the pool and stores it in
+/// `slot`, the thread's place for it, before the registry lock is
+/// released, so a reader walking the threads sees it whole. `None` if the
+/// OS refuses memory for one.
+pub(crate) fn take_thread_record(slot: &AtomicPtr<ColdSlot>) -> Option<NonNull<ColdSlot>> {
     let mut registry = REGISTRY.lock();
     let record = registry.records.take()?;
-    store(record);
+    slot.store(record.as_ptr(), Ordering::Relaxed);
     Some(record)
 }
 

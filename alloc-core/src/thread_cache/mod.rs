@@ -152,11 +152,17 @@ mod engine {
         /// the owner neither takes nor gives back records).
         #[inline]
         pub(super) fn cold(&self, class: SizeClass) -> Option<&ColdSlot> {
-            // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
-            let record = unsafe { self.cold.get_unchecked(class.index()) }.load(Relaxed);
+            let record = self.cold_slot(class).load(Relaxed);
             // SAFETY: null, or a record this thread holds until it
             // unregisters (invariant), which the callers do not outlive.
             unsafe { record.as_ref() }
+        }
+
+        /// Where the thread keeps its record of `class`.
+        #[inline]
+        fn cold_slot(&self, class: SizeClass) -> &AtomicPtr<ColdSlot> {
+            // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+            unsafe { self.cold.get_unchecked(class.index()) }
         }
 
         /// The thread's record of `class`, taken from the registry's pool
@@ -168,11 +174,8 @@ mod engine {
             if let Some(record) = self.cold(class) {
                 return Some(record);
             }
-            let record = runtime::take_thread_record(|record: NonNull<ColdSlot>| {
-                // SAFETY: `class.index() < NUM_CLASSES`; written under the
-                // registry lock, by the owner (invariant).
-                unsafe { self.cold.get_unchecked(class.index()) }.store(record.as_ptr(), Relaxed);
-            })?;
+            // Written under the registry lock, by the owner (invariant).
+            let record = runtime::take_thread_record(self.cold_slot(class))?;
             // SAFETY: ours until this thread unregisters.
             Some(unsafe { &*record.as_ptr() })
         }
