@@ -202,17 +202,19 @@ fn confirmation(sweep: &Sweep) -> String {
     if sweep.confirmations.iter().all(Vec::is_empty) {
         return String::new();
     }
-    let mut out = String::from(
+    let mut out = format!(
         "\nPaired confirmation: after the sweep, `auto` and the best fixed capacity of the \
          first table (or the configuration `--against` named, as `against` says) \
          ran back to back, the order alternating pair by pair, and each pair \
-         gives one ratio (above 1: `auto` better). Picking the best of seven noisy medians \
+         gives one ratio (above 1: `auto` better). Picking the best of {} noisy medians \
          favours the fixed side by about one run's noise (the winner's curse); the median \
          of pair ratios has no such bias. A pair counts only if its two runs share one host \
-         state (every round trip recorded before and after both runs within 2× of the \
+         state (every round trip recorded before and after both runs within {}× of the \
          smallest; with the vCPUs apart for both, it counts too); others are left out.\n\n\
          | workload | against | pairs used | pair ratios | median | within 2% |\n\
          |---|---|---:|---|---:|---|\n",
+        FIXED.len(),
+        sweep::QUIET_RTT_FACTOR,
     );
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let Some(other) = sweep.confirmations[w]
