@@ -4,15 +4,24 @@
 //! each round (`sweep.rs`), on the hand-off, larson, churn, the HTTP
 //! service, single-thread pairs and the idle-threads memory case. The
 //! report gives each mode's median, their ratio, the per-round paired
-//! ratios (the spread is the noise), and checks that every run ran in the
-//! mode it was meant to.
+//! ratios, and checks that every run ran in the mode it was meant to.
+//!
+//! "Beyond noise" is decided, not eyeballed: a third configuration, the
+//! control, runs per-thread sheaves again, and each round's per-CPU run
+//! and the control's are each paired with that round's per-thread run. An
+//! exact sign test on the pairs (`summary::paired_verdict`, 5 % level)
+//! says whether per-CPU was slower (or faster) in more rounds than chance
+//! gives; the control, identical to per-thread, shows what the same test
+//! says of no difference at all on the host of the day.
 
 use std::fmt::Write as _;
 
 use sheafalloc_bench::service::catalog::Workload;
 
+use sheafalloc_bench::summary::{paired_verdict, PairedVerdict};
+
 use crate::options::SweepOptions;
-use crate::sweep::{self, Config, Sweep};
+use crate::sweep::{self, Config, Sweep, QUIET_RTT_FACTOR};
 
 const DEFAULT_WORKLOADS: [Workload; 10] = [
     Workload::Handoff1to1,
@@ -33,13 +42,18 @@ const DEFAULT_WORKLOADS: [Workload; 10] = [
     Workload::IdleThreads,
 ];
 
-/// The mode each configuration must run in (what its records must say).
-const EXPECTED: [&str; 2] = ["per-cpu", "per-thread"];
+/// The mode each configuration must run in (what its records must say):
+/// per-CPU, per-thread, and the control (per-thread again).
+const EXPECTED: [&str; 3] = ["per-cpu", "per-thread", "per-thread"];
+const PER_CPU: usize = 0;
+const PER_THREAD: usize = 1;
+const CONTROL: usize = 2;
 
 fn configs() -> Vec<Config> {
     vec![
         Config::new("per-cpu", &[]),
         Config::new("per-thread", &[("SHEAFALLOC_PERCPU", "off")]),
+        Config::new("per-thread-control", &[("SHEAFALLOC_PERCPU", "off")]),
     ]
 }
 
@@ -61,57 +75,97 @@ fn report(sweep: &Sweep) -> String {
         "Medians over rounds; `per-cpu / per-thread` above 1 means per-CPU is better \
          (for time and memory units the ratio is inverted). Paired ratios: each round's \
          per-CPU run against the per-thread run of the same round, over the rounds in which \
-         both runs were quiet (how many in brackets).\n"
+         both runs were taken in one host state (round trips before and after each within \
+         {QUIET_RTT_FACTOR}× of each other; how many in brackets). Verdict: an exact sign test on those \
+         pairs at the 5 % level (wins–losses, p); `within noise` unless per-CPU lost (or won) \
+         in more rounds than chance gives. The control runs per-thread sheaves again, and \
+         the same test on its pairs with per-thread shows what it says of two identical \
+         configurations.\n"
     );
     let _ = writeln!(out, "{}\n", sweep.left_out_note());
     let _ = writeln!(
         out,
-        "| workload | unit | per-cpu | per-thread | per-cpu / per-thread | paired ratios | modes as expected |\n\
-         |---|---|---:|---:|---:|---:|---|"
+        "| workload | unit | per-cpu | per-thread | per-cpu / per-thread | paired ratios | verdict | \
+         control / per-thread | control's verdict | modes as expected |\n\
+         |---|---|---:|---:|---:|---:|---|---:|---|---|"
     );
     for (w, workload) in sweep.workloads.iter().enumerate() {
-        let (cpu, thread) = (sweep.median(w, 0), sweep.median(w, 1));
-        let show = |v: Option<f64>, c: usize| {
-            v.map_or_else(
+        let show = |c: usize| {
+            sweep.median(w, c).map_or_else(
                 || "–".to_owned(),
                 |v| format!("{v:.2}{}", sweep.marks(w, &[c])),
             )
         };
-        let ratio = match (cpu, thread) {
+        let ratio = |c: usize| match (sweep.median(w, c), sweep.median(w, PER_THREAD)) {
             (Some(a), Some(b)) => {
-                format!("{:.3}{}", sweep.better(w, a, b), sweep.marks(w, &[0, 1]))
+                format!(
+                    "{:.3}{}",
+                    sweep.better(w, a, b),
+                    sweep.marks(w, &[c, PER_THREAD])
+                )
             }
             _ => "–".into(),
         };
-        let outcomes = &sweep.results[w];
-        let mut paired: Vec<f64> = outcomes
-            .iter()
-            .filter(|o| o.config == 0 && sweep.is_quiet(w, o))
-            .filter_map(|a| {
-                let b = outcomes
-                    .iter()
-                    .find(|b| b.config == 1 && b.round == a.round && sweep.is_quiet(w, b))?;
-                Some(sweep.better(w, a.value, b.value))
-            })
-            .filter(|r| r.is_finite())
-            .collect();
+        let mut paired = paired_with_per_thread(sweep, w, PER_CPU);
         paired.sort_by(f64::total_cmp);
         let spread = match (paired.first(), paired.last()) {
             (Some(lo), Some(hi)) => format!("{lo:.2}–{hi:.2} ({})", paired.len()),
             _ => "no round with both quiet".into(),
         };
-        let as_expected = outcomes
-            .iter()
-            .all(|o| o.record.get("sheaf_cache_mode") == Some(EXPECTED[o.config]));
+        let as_expected = sweep.results[w].iter().all(|o| {
+            EXPECTED
+                .get(o.config)
+                .is_some_and(|&mode| o.record.get("sheaf_cache_mode") == Some(mode))
+        });
+        let control_ran = sweep.results[w].iter().any(|o| o.config == CONTROL);
+        let control_verdict = if control_ran {
+            verdict(&paired_with_per_thread(sweep, w, CONTROL))
+        } else {
+            "not run".into()
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {ratio} | {spread} | {} |",
+            "| {} | {} | {} | {} | {} | {spread} | {} | {} | {control_verdict} | {} |",
             workload.name(),
             workload.unit(),
-            show(cpu, 0),
-            show(thread, 1),
+            show(PER_CPU),
+            show(PER_THREAD),
+            ratio(PER_CPU),
+            verdict(&paired),
+            ratio(CONTROL),
             if as_expected { "yes" } else { "**no**" }
         );
     }
     out
+}
+
+/// Each round's ratio of configuration `config`'s run to the per-thread
+/// run of the same round ([`Sweep::better`]: above 1 when `config` was
+/// better), over the rounds in which both runs were taken in one host
+/// state ([`sweep::same_host_state`]: a pair with the vCPUs apart for both
+/// runs compares the two as well as a close pair does).
+fn paired_with_per_thread(sweep: &Sweep, w: usize, config: usize) -> Vec<f64> {
+    let outcomes = &sweep.results[w];
+    outcomes
+        .iter()
+        .filter(|o| o.config == config)
+        .filter_map(|a| {
+            let b = outcomes
+                .iter()
+                .find(|b| b.config == PER_THREAD && b.round == a.round)?;
+            sweep::same_host_state(&[a, b]).then(|| sweep.better(w, a.value, b.value))
+        })
+        .filter(|r| r.is_finite())
+        .collect()
+}
+
+/// The sign test's verdict on `paired` ratios, for the report.
+fn verdict(paired: &[f64]) -> String {
+    let (verdict, wins, losses, p) = paired_verdict(paired);
+    let word = match verdict {
+        PairedVerdict::Better => "**better**",
+        PairedVerdict::Worse => "**worse**",
+        PairedVerdict::WithinNoise => "within noise",
+    };
+    format!("{word} ({wins}–{losses}, p {p:.2})")
 }

@@ -155,12 +155,6 @@ impl Sweep {
         }
     }
 
-    /// Whether `outcome`, a run of workload number `w`, was quiet (always,
-    /// for a workload without a round-trip probe).
-    pub fn is_quiet(&self, w: usize, outcome: &Outcome) -> bool {
-        quiet_under(outcome, self.noisy_above(w))
-    }
-
     /// Whether configuration `config` had a quiet run of workload number
     /// `w` (always, for a workload without a round-trip probe). Without
     /// one its median is over runs that mix placements, and a ratio with
@@ -713,7 +707,6 @@ mod tests {
         // ... and is marked as such, so no ratio with it passes for a
         // comparison of configurations.
         assert!(s.has_quiet(0, 0) && !s.has_quiet(0, 1));
-        assert!(s.is_quiet(0, &s.results[0][0]) && !s.is_quiet(0, &s.results[0][1]));
         assert_eq!((s.marks(0, &[0]), s.marks(0, &[1])), ("", MARK));
         assert_eq!(s.marks(0, &[0, 1]), MARK);
     }

@@ -22,6 +22,15 @@
 //! The window counts packets freed. Producers and consumers each fold
 //! every packet into a [`Checksum`]; the run is rejected unless the two
 //! agree and every packet arrived intact.
+//!
+//! Each side also counts its waits: a producer's pushes that found the ring
+//! full, a consumer's pops that found it empty while producers ran. They
+//! say which side set the pace. A steady hand-off settles either with the
+//! ring nearly empty (the producer is the slower side; the consumer reads
+//! each packet just after it was written) or nearly full (the consumer is;
+//! the producer polls the slot the consumer is about to free, and the two
+//! contend for that line), and the two states run at different speeds
+//! with the same allocator.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -77,6 +86,17 @@ pub struct Outcome {
     pub received: Checksum,
     /// Packets whose header or trailer was wrong.
     pub corrupt: u64,
+    /// Waits, whole run (see the module's text).
+    pub waits: Waits,
+}
+
+/// How often each side found the ring unable to serve it (whole run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Waits {
+    /// Producers' pushes that found the ring full.
+    pub full: u64,
+    /// Consumers' pops that found the ring empty while producers ran.
+    pub empty: u64,
 }
 
 impl Outcome {
@@ -111,38 +131,43 @@ pub fn run(shape: Shape, budget: &Budget) -> Outcome {
             .map(|id| s.spawn(move || consume(id, shape, ring, progress, producing)))
             .collect();
         let window = progress.measure(budget);
-        let mut sent = Checksum::default();
+        let (mut sent, mut waits) = (Checksum::default(), Waits::default());
         for producer in producers {
-            sent.merge(producer.join().expect("producers do not panic"));
+            let (packets, full) = producer.join().expect("producers do not panic");
+            sent.merge(packets);
+            waits.full += full;
         }
         let (mut received, mut corrupt) = (Checksum::default(), 0);
         for consumer in consumers {
-            let (seen, bad) = consumer.join().expect("consumers do not panic");
+            let (seen, bad, empty) = consumer.join().expect("consumers do not panic");
             received.merge(seen);
             corrupt += bad;
+            waits.empty += empty;
         }
         Outcome {
             window,
             sent,
             received,
             corrupt,
+            waits,
         }
     })
 }
 
 /// Producer `id`: allocates and pushes bursts until the window closes;
-/// returns the checksum of what it sent.
+/// returns the checksum of what it sent and its pushes that found the
+/// ring full.
 fn produce(
     id: u32,
     shape: Shape,
     ring: &MpmcRing,
     progress: &Progress,
     producing: &AtomicUsize,
-) -> Checksum {
+) -> (Checksum, u64) {
     let mut rng = Rng::new(0x4a4d_0ff0 + u64::from(id));
     let mut burst = [std::ptr::null_mut::<u8>(); MAX_BURST];
     let mut sent = Checksum::default();
-    let mut sequence = 0u64;
+    let (mut sequence, mut full) = (0u64, 0u64);
     while !progress.stopped() {
         let len = rng.range(shape.burst.0, shape.burst.1);
         for slot in &mut burst[..len] {
@@ -155,26 +180,29 @@ fn produce(
             // Consumers drain until every producer is done, so this ends.
             let mut backoff = Backoff::new();
             while !ring.push(packet) {
+                full += 1;
                 backoff.snooze();
             }
         }
     }
     producing.fetch_sub(1, Ordering::Release);
-    sent
+    (sent, full)
 }
 
 /// Consumer `id`: pops up to a burst, checks and frees it, until every
-/// producer is done and the ring is empty; returns its checksum and the
-/// corrupt packets it saw.
+/// producer is done and the ring is empty; returns its checksum, the
+/// corrupt packets it saw and its pops that found the ring empty while
+/// producers ran.
 fn consume(
     id: usize,
     shape: Shape,
     ring: &MpmcRing,
     progress: &Progress,
     producing: &AtomicUsize,
-) -> (Checksum, u64) {
+) -> (Checksum, u64, u64) {
     let mut batch = [std::ptr::null_mut::<u8>(); MAX_BURST];
     let (mut received, mut corrupt, mut freed) = (Checksum::default(), 0u64, 0u64);
+    let mut empty = 0u64;
     let mut backoff = Backoff::new();
     loop {
         let mut len = 0;
@@ -196,9 +224,10 @@ fn consume(
                         batch[0] = packet;
                         len = 1;
                     }
-                    None => return (received, corrupt),
+                    None => return (received, corrupt, empty),
                 }
             } else {
+                empty += 1;
                 backoff.snooze();
                 continue;
             }

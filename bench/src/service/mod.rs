@@ -309,7 +309,9 @@ fn handoff_outcome(
         .set("producers", shape.producers)
         .set("consumers", shape.consumers)
         .set("burst", format!("{}..{}", shape.burst.0, shape.burst.1))
-        .set("packets_checked", outcome.received.packets);
+        .set("packets_checked", outcome.received.packets)
+        .set("ring_full_waits", outcome.waits.full)
+        .set("ring_empty_waits", outcome.waits.empty);
     Ok(())
 }
 
