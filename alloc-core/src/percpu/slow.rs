@@ -16,7 +16,7 @@
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
-use super::{cache_of, empty_sheaf, CpuCache, Slot, SpareHas, ThreadGs};
+use super::{cache_of, empty_sheaf, steer, CpuCache, Slot, SpareHas, ThreadGs};
 use crate::cache::{CacheCounters, ClassDepot};
 use crate::exchange::{self, Depot};
 use crate::lane::Lane;
@@ -106,8 +106,11 @@ impl Here<'_> {
 
     /// Counts, for the steering tick, another lane's objects in a main
     /// sheaf this CPU gives away (detached: the caller's) while it keeps
-    /// such objects: a scan of its pointers, once per sheaf of objects,
-    /// only while keeping (then no batch counts them).
+    /// such objects: an estimate from a sample of its pointers
+    /// ([`steer::estimate_foreign`]), once per sheaf of objects, only while
+    /// keeping (then no batch counts them). A full scan cost the consumer
+    /// of a hand-off, the side that sets its pace, about 1,800 instructions
+    /// per 256-object sheaf.
     fn count_kept_foreign(&self, sheaf: NonNull<Sheaf>) {
         if self.returns_lanes() {
             return;
@@ -117,14 +120,9 @@ impl Here<'_> {
         // SAFETY: detached by the caller: the sheaf and its pointers are
         // the caller's to read.
         let held = unsafe { (*sheaf.as_ptr()).held() };
-        let foreign = held
-            .iter()
-            .filter(|&&object| (object as usize).wrapping_sub(base) >= span)
-            .count();
+        let foreign = steer::estimate_foreign(held, base, span);
         if foreign > 0 {
-            self.cache
-                .foreign
-                .fetch_add(foreign as u64, Ordering::Relaxed);
+            self.cache.foreign.fetch_add(foreign, Ordering::Relaxed);
         }
     }
 

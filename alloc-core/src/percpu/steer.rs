@@ -182,6 +182,29 @@ pub fn steer(book: &mut Book, elapsed_ms: u64) -> usize {
     switched
 }
 
+/// Pointers of a sheaf [`estimate_foreign`] looks at, at most.
+pub const FOREIGN_SAMPLE: usize = 16;
+
+/// An estimate of how many of `objects` lie outside `[base, base + span)`
+/// (another lane's): every `step`-th pointer is looked at, at most
+/// [`FOREIGN_SAMPLE`] of them, and each one outside counts for `step`
+/// (the last for what remains). Exact for a sheaf of at most
+/// `FOREIGN_SAMPLE` objects, and for one whose objects are all this lane's
+/// or all others'; the tick needs only a rate against [`FLOW_PER_SEC`],
+/// which a sample gives as well as a scan of every pointer would.
+pub fn estimate_foreign(objects: &[*mut u8], base: usize, span: usize) -> u64 {
+    let step = objects.len().div_ceil(FOREIGN_SAMPLE).max(1);
+    let mut foreign = 0usize;
+    for (i, &object) in objects.iter().enumerate().step_by(step) {
+        if (object as usize).wrapping_sub(base) >= span {
+            // The sampled pointer stands for itself and the ones up to the
+            // next sample (fewer at the end).
+            foreign = foreign.saturating_add(step.min(objects.len().saturating_sub(i)));
+        }
+    }
+    foreign as u64
+}
+
 /// CPUs that keep other lanes' objects now.
 pub fn cpus_keeping() -> usize {
     (0..MAX_CPUS)
@@ -193,6 +216,27 @@ pub fn cpus_keeping() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sampled_count_is_exact_at_the_extremes_and_close_between() {
+        let (base, span) = (0x1000_0000usize, 0x100_0000usize);
+        let own = (base + 64) as *mut u8;
+        let other = (base + span + 64) as *mut u8;
+        for len in [0usize, 1, 7, 16, 17, 100, 256] {
+            assert_eq!(estimate_foreign(&vec![own; len], base, span), 0);
+            assert_eq!(estimate_foreign(&vec![other; len], base, span), len as u64);
+        }
+        // Up to FOREIGN_SAMPLE objects every pointer is looked at.
+        let mixed: Vec<*mut u8> = (0..16).map(|i| if i % 3 == 0 { other } else { own }).collect();
+        assert_eq!(estimate_foreign(&mixed, base, span), 6);
+        // The first 100 of 256 foreign: off by less than one step (16).
+        let mut sheaf = vec![own; 256];
+        sheaf[..100].fill(other);
+        let estimate = estimate_foreign(&sheaf, base, span);
+        assert!(estimate.abs_diff(100) < 16, "estimate {estimate}");
+        // Below the base wraps around: outside too.
+        assert_eq!(estimate_foreign(&[(base - 8) as *mut u8], base, span), 1);
+    }
 
     /// Flow per 500 ms tick at `per_sec` objects per second.
     fn tick(per_sec: u64) -> u64 {
