@@ -467,9 +467,6 @@ pub fn refill_from_slabs(node: NodeId, class: SizeClass, out: &mut [*mut u8]) ->
     let counters = &cache(class).counters;
     CacheCounters::add(&counters.slab_refills, 1);
     CacheCounters::add(&counters.refilled_objects, filled as u64);
-    if filled < out.len() {
-        CacheCounters::add(&counters.alloc_failures, 1);
-    }
     filled
 }
 

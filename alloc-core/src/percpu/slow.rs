@@ -494,8 +494,8 @@ pub unsafe fn free_slow(
 }
 
 /// An owned, empty `sheaf` of this class and `node` filled from the
-/// slabs; `None` (the sheaf sent away, the failure counted) if the OS
-/// refused memory for every object.
+/// slabs; `None` (the sheaf sent away) if the OS refused memory for every
+/// object.
 ///
 /// # Safety
 ///
@@ -514,7 +514,6 @@ unsafe fn refilled(
     }
     // SAFETY: duty 1: ours, still empty.
     unsafe { exchange::dispose(depot, node, sheaf) };
-    CacheCounters::add(&depot.counters().alloc_failures, 1);
     None
 }
 

@@ -227,7 +227,9 @@ mod tests {
             assert_eq!(estimate_foreign(&vec![other; len], base, span), len as u64);
         }
         // Up to FOREIGN_SAMPLE objects every pointer is looked at.
-        let mixed: Vec<*mut u8> = (0..16).map(|i| if i % 3 == 0 { other } else { own }).collect();
+        let mixed: Vec<*mut u8> = (0..16)
+            .map(|i| if i % 3 == 0 { other } else { own })
+            .collect();
         assert_eq!(estimate_foreign(&mixed, base, span), 6);
         // The first 100 of 256 foreign: off by less than one step (16).
         let mut sheaf = vec![own; 256];

@@ -183,10 +183,21 @@ impl ThreadCache {
 /// counted as an allocation of no thread.
 pub fn uncached_alloc(node: NodeId, class: SizeClass) -> *mut u8 {
     let object = slab_alloc_one(node, class);
-    if !object.is_null() {
+    if object.is_null() {
+        count_failure(class);
+    } else {
         CacheCounters::add(&cache(class).counters.allocs_folded, 1);
     }
     object
+}
+
+/// Counts an allocation of `class` that returns null because the OS
+/// refused memory: once per failed allocation, by the two entries that
+/// return one (`ThreadCache::alloc_slow` and [`uncached_alloc`]), whatever
+/// the steps inside tried.
+#[cold]
+pub(crate) fn count_failure(class: SizeClass) {
+    CacheCounters::add(&cache(class).counters.alloc_failures, 1);
 }
 
 /// One object straight from the slabs of `node`, not counted (the caller

@@ -41,7 +41,7 @@ pub use records::RecordUsage;
 #[cfg(not(loom))]
 pub use engine::ThreadCache;
 #[cfg(not(loom))]
-pub(crate) use life_cycle::{slab_alloc_one, slab_free_one};
+pub(crate) use life_cycle::{count_failure, slab_alloc_one, slab_free_one};
 #[cfg(not(loom))]
 pub use life_cycle::{uncached_alloc, uncached_free};
 #[cfg(not(loom))]
@@ -330,6 +330,9 @@ mod engine {
                 }
                 object
             };
+            if object.is_null() {
+                super::count_failure(class);
+            }
             runtime::periodic();
             object
         }

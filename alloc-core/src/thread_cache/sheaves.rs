@@ -572,7 +572,7 @@ impl<'a> ClassSheaves<'a> {
             return object;
         }
         let Some(main) = self.main_sheaf(depot, node) else {
-            CacheCounters::add(&depot.counters().alloc_failures, 1);
+            // Counted as a failure by the caller (`ThreadCache::alloc_slow`).
             return ptr::null_mut();
         };
         // 1. The spare has objects: swap.
