@@ -61,3 +61,25 @@ fn a_workload_without_a_window_has_no_window_counters() {
         record.line()
     );
 }
+
+#[test]
+fn the_memory_held_is_split_into_its_parts() {
+    let record = run(&["churn-256x16", "--warmup", "0.2", "--seconds", "0.2"]);
+    let line = record.line();
+    let kib = |part: &str| record.number(&format!("sheaf_{part}_kib"));
+    let held = kib("held");
+    assert!(held > 0.0, "{line}");
+    // A churn's slabs have free slots at the end of the run (every object
+    // was freed) and no live objects of its own.
+    assert!(kib("slab_free") > 0.0, "{line}");
+    let parts: f64 = ["live", "slab_free", "barn", "sheaves"]
+        .into_iter()
+        .map(kib)
+        .sum();
+    // Each part is rounded down to whole KiB, so they add up to at most
+    // the whole; more would mean the parts count memory twice.
+    assert!(
+        parts.is_finite() && parts <= held,
+        "{parts} KiB of {held}: {line}"
+    );
+}
