@@ -525,7 +525,8 @@ unsafe fn refilled(
 /// the empty one after would lock the barn twice per trade, and in a
 /// hand-off the lock's line crosses between the producer's and the
 /// consumer's CPUs on every acquisition. False only if the barn had no
-/// full sheaf and the OS refused memory for every object (counted); true
+/// full sheaf and the OS refused memory for every object (the caller's
+/// caller, `ThreadCache::alloc_slow`, counts the failure); true
 /// also when main was no longer in its slot, or went back as it was.
 ///
 /// # Safety
