@@ -142,21 +142,11 @@ fn report(sweep: &Sweep) -> String {
 /// Each round's ratio of configuration `config`'s run to the per-thread
 /// run of the same round ([`Sweep::better`]: above 1 when `config` was
 /// better), over the rounds in which both runs were taken in one host
-/// state ([`sweep::same_host_state`]: a pair with the vCPUs apart for both
-/// runs compares the two as well as a close pair does).
+/// state ([`Sweep::paired_runs`]).
 fn paired_with_per_thread(sweep: &Sweep, w: usize, config: usize) -> Vec<f64> {
-    let outcomes = &sweep.results[w];
-    outcomes
-        .iter()
-        .filter(|o| o.config == config)
-        .filter_map(|a| {
-            let b = outcomes
-                .iter()
-                .find(|b| b.config == PER_THREAD && b.round == a.round)?;
-            sweep::same_host_state(&[a, b]).then(|| sweep.better(w, a.value, b.value))
-        })
-        .filter(|r| r.is_finite())
-        .collect()
+    let mut paired = sweep.paired_runs(w, config, PER_THREAD);
+    paired.retain(|r| r.is_finite());
+    paired
 }
 
 /// The sign test's verdict on `paired` ratios, for the report.

@@ -224,18 +224,48 @@ impl Sweep {
     /// medians, a pair with the vCPUs apart for both runs counts: it
     /// compares the two configurations as well as a close pair does.
     pub fn pair_ratios(&self, w: usize) -> (Vec<f64>, usize) {
-        let runs = &self.confirmations[w];
+        self.round_pairs(
+            w,
+            &self.confirmations[w],
+            |o| o.config == 0,
+            |o| o.config != 0,
+        )
+    }
+
+    /// The main rounds' pairs of configuration `a`'s run of workload
+    /// number `w` with configuration `b`'s, over the rounds whose two runs
+    /// were taken in one host state: each pair's ratio of `a` to `b`
+    /// ([`Sweep::better`]), in round order.
+    pub fn paired_runs(&self, w: usize, a: usize, b: usize) -> Vec<f64> {
+        self.round_pairs(w, &self.results[w], |o| o.config == a, |o| o.config == b)
+            .0
+    }
+
+    /// Each round of `runs` (of workload number `w`) whose run `is_a`
+    /// picks and run `is_b` picks were taken in one host state
+    /// ([`same_host_state`]): the ratio of the first to the second
+    /// ([`Sweep::better`]), in round order; and how many rounds were left
+    /// out (the state changed, or a run is missing). Unlike the medians, a
+    /// pair with the vCPUs apart for both runs counts: it compares the two
+    /// configurations as well as a close pair does.
+    fn round_pairs(
+        &self,
+        w: usize,
+        runs: &[Outcome],
+        is_a: impl Fn(&Outcome) -> bool,
+        is_b: impl Fn(&Outcome) -> bool,
+    ) -> (Vec<f64>, usize) {
         let mut rounds: Vec<usize> = runs.iter().map(|o| o.round).collect();
         rounds.sort_unstable();
         rounds.dedup();
         let mut ratios = Vec::new();
         let mut left_out = 0;
         for round in rounds {
-            let pick = |own: bool| {
+            let pick = |is: &dyn Fn(&Outcome) -> bool| {
                 runs.iter()
-                    .find(|o| o.round == round && (o.config == 0) == own && o.value.is_finite())
+                    .find(|o| o.round == round && is(o) && o.value.is_finite())
             };
-            match (pick(true), pick(false)) {
+            match (pick(&is_a), pick(&is_b)) {
                 (Some(a), Some(b)) if same_host_state(&[a, b]) => {
                     ratios.push(self.better(w, a.value, b.value));
                 }
