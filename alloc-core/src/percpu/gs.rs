@@ -105,6 +105,19 @@ impl ThreadGs {
         }
     }
 
+    /// Whether `object` lies in the push range of the cache the thread's
+    /// GS base points at, which the pop and push use (a hint, as
+    /// [`CpuCache::in_push_range`]); false while the base is not set.
+    #[inline]
+    pub fn in_push_range(&self, object: *mut u8) -> bool {
+        match self.0.get() {
+            0 => false,
+            // SAFETY: a set base points at a live cache (ThreadGs
+            // invariant: caches and stand-ins are never freed).
+            base => unsafe { (*(base as *const CpuCache)).in_push_range(object as usize) },
+        }
+    }
+
     /// Stops using the base (thread exit). The register keeps its value: a
     /// live cache, harmless, and never followed again by this thread.
     pub fn release(&self) {

@@ -230,6 +230,15 @@ impl CpuCache {
         self.set_push_range();
     }
 
+    /// Whether `address` lies in the fast path's push range (a hint: a
+    /// steering switch or a drain may change the range at any time; the
+    /// push section reads it again).
+    #[inline]
+    pub(crate) fn in_push_range(&self, address: usize) -> bool {
+        address.wrapping_sub(self.lane_base.load(Ordering::Relaxed))
+            < self.lane_span.load(Ordering::Relaxed)
+    }
+
     /// Sets the push range from the node and what the CPU does with other
     /// lanes' objects.
     fn set_push_range(&self) {

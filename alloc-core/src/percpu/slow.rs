@@ -377,8 +377,29 @@ pub unsafe fn free_slow(
         crate::invariant!(false, "free of a pointer outside the arena");
         return;
     };
-    // The caller tried the remote batch (`push_batch`) after the push.
+    // The caller tried the remote batch (`push_batch`) after the push,
+    // unless the object lies in the CPU's push range (then main was full,
+    // and the batch, another home's, would not take it).
     for attempt in 0..ATTEMPTS {
+        // An object of the CPU's push range: retry the push (a swap or a
+        // trade made room), or, first time round, swap in a spare with
+        // room before looking up the CPU, as `alloc_slow` does: most slow
+        // frees end there (larson: about 87 %).
+        let in_range = gs.in_push_range(object);
+        // SAFETY: duties 1 and 2.
+        if in_range && attempt > 0 && unsafe { super::push(rseq, class, object) } {
+            return;
+        }
+        // Not right after this thread's allocation swapped, when an empty
+        // spare splits main instead (`SpareTrades`).
+        let split_keep = trades.split(counts, depot.sheaf_capacity());
+        let swapped_first = in_range && attempt == 0 && split_keep.is_none();
+        if swapped_first
+            // SAFETY: duty 1.
+            && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades, counts) }
+        {
+            continue;
+        }
         let Some(here) = Here::now(rseq, class, gs) else {
             break;
         };
@@ -404,10 +425,10 @@ pub unsafe fn free_slow(
             return;
         }
         // 0. A spare with room and the cache's capacity: one section swaps
-        // it in. Not right after this thread's allocation swapped, when an
-        // empty spare splits main instead (`SpareTrades`).
-        let split_keep = trades.split(counts, depot.sheaf_capacity());
+        // it in (unless that was tried above, in this round). Not right
+        // after this thread's allocation swapped (`split_keep`).
         if split_keep.is_none()
+            && !swapped_first
             // SAFETY: duty 1.
             && unsafe { swap_in_spare(rseq, class, &depot, SpareHas::Room, trades, counts) }
         {
