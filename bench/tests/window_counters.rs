@@ -83,3 +83,34 @@ fn the_memory_held_is_split_into_its_parts() {
         "{parts} KiB of {held}: {line}"
     );
 }
+
+#[test]
+fn the_heaviest_cached_caches_are_named_heaviest_first() {
+    // A churn of 100 × 2112 B buffers leaves its bursts' buffers in the
+    // CPU's sheaves and the barn: the 2112-byte class (size-2304) holds
+    // far more than anything else the process cached.
+    let record = run(&["churn-2112x100", "--warmup", "0.2", "--seconds", "0.2"]);
+    let line = record.line();
+    let field = record
+        .get("sheaf_top_cached_kib")
+        .unwrap_or_else(|| panic!("no sheaf_top_cached_kib: {line}"));
+    let entries: Vec<(&str, f64)> = field
+        .split('/')
+        .map(|entry| {
+            let (name, kib) = entry.split_once(':').expect("name:KiB");
+            (name, kib.parse().expect("a number of KiB"))
+        })
+        .collect();
+    assert!((1..=4).contains(&entries.len()), "{line}");
+    assert_eq!(entries[0].0, "size-2304", "{line}");
+    assert!(
+        entries.windows(2).all(|pair| pair[0].1 >= pair[1].1),
+        "heaviest first: {line}"
+    );
+    // Cached objects are part of what the caches hold from the OS.
+    let cached: f64 = entries.iter().map(|&(_, kib)| kib).sum();
+    assert!(
+        cached > 0.0 && cached <= record.number("sheaf_held_kib"),
+        "{line}"
+    );
+}

@@ -203,6 +203,34 @@ impl Global {
             record.set("sheaf_tuned", changed.join("/"));
         }
         add_memory(record, &caches);
+        add_top_cached(record, &caches);
+    }
+}
+
+/// The caches whose free objects in sheaves and barns (held, less live
+/// objects and free slab objects) weigh the most at the end of the run,
+/// as `name:KiB`, heaviest first: which capacities an RSS figure beyond
+/// the peers' comes from.
+fn add_top_cached(record: &mut Record, caches: &[sheafalloc::CacheSnapshot]) {
+    const SHOWN: usize = 4;
+    let mut cached: Vec<(u64, &str)> = caches
+        .iter()
+        .map(|cache| {
+            let live = u64::try_from(cache.live_bytes).unwrap_or(0);
+            let slab_free = cache.all_nodes.slab_free_objects * cache.object_size;
+            let cached = cache.all_nodes.bytes_held.saturating_sub(live + slab_free);
+            (cached / 1024, cache.name.as_str())
+        })
+        .filter(|&(kib, _)| kib > 0)
+        .collect();
+    cached.sort_unstable_by(|a, b| b.cmp(a));
+    let shown: Vec<String> = cached
+        .iter()
+        .take(SHOWN)
+        .map(|(kib, name)| format!("{name}:{kib}"))
+        .collect();
+    if !shown.is_empty() {
+        record.set("sheaf_top_cached_kib", shown.join("/"));
     }
 }
 
