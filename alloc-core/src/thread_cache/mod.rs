@@ -349,10 +349,10 @@ mod engine {
         pub unsafe fn dealloc_slow(&self, class: SizeClass, object: *mut u8) {
             // Another lane's or node's object, going back to its home in
             // the CPU's remote batch: one section, not a slow path (the
-            // consumer of a hand-off frees every object this way).
-            // An object of the push range missed because main was full:
-            // its batch would not take it (and its header is a line the
-            // slow path need not read).
+            // consumer of a hand-off frees every object this way). Not
+            // for an object of the push range, which missed because main
+            // was full: the batch would not take it, and its header is a
+            // line the slow path need not read.
             // SAFETY: duty 1.
             if !self.gs.in_push_range(object) && unsafe { self.push_batch_per_cpu(class, object) } {
                 return;

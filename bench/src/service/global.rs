@@ -207,10 +207,10 @@ impl Global {
     }
 }
 
-/// The caches whose free objects in sheaves and barns (held, less live
-/// objects and free slab objects) weigh the most at the end of the run,
-/// as `name:KiB`, heaviest first: which capacities an RSS figure beyond
-/// the peers' comes from.
+/// The caches that hold the most beyond their live objects and free slab
+/// slots at the end of the run (objects in sheaves, barns and remote
+/// batches, and their slabs' unused tails), as `name:KiB`, heaviest
+/// first: which capacities an RSS figure beyond the peers' comes from.
 fn add_top_cached(record: &mut Record, caches: &[sheafalloc::CacheSnapshot]) {
     const SHOWN: usize = 4;
     let mut cached: Vec<(u64, &str)> = caches
