@@ -207,6 +207,28 @@ impl Global {
     }
 }
 
+/// One cache's memory at the end of the run, in bytes: held from the OS
+/// for slabs, in live objects (signed, as the snapshot gives it), free in
+/// slabs and in barns: the parts both [`add_memory`] and
+/// [`add_top_cached`] report.
+struct CacheMemory {
+    held: u64,
+    live: i64,
+    slab_free: u64,
+    barn: u64,
+}
+
+impl CacheMemory {
+    fn of(cache: &sheafalloc::CacheSnapshot) -> Self {
+        Self {
+            held: cache.all_nodes.bytes_held,
+            live: cache.live_bytes,
+            slab_free: cache.all_nodes.slab_free_objects * cache.object_size,
+            barn: cache.all_nodes.barn_objects * cache.object_size,
+        }
+    }
+}
+
 /// The caches that hold the most beyond their live objects and free slab
 /// slots at the end of the run (objects in sheaves, barns and remote
 /// batches, and their slabs' unused tails), as `name:KiB`, heaviest
@@ -216,9 +238,9 @@ fn add_top_cached(record: &mut Record, caches: &[sheafalloc::CacheSnapshot]) {
     let mut cached: Vec<(u64, &str)> = caches
         .iter()
         .map(|cache| {
-            let live = u64::try_from(cache.live_bytes).unwrap_or(0);
-            let slab_free = cache.all_nodes.slab_free_objects * cache.object_size;
-            let cached = cache.all_nodes.bytes_held.saturating_sub(live + slab_free);
+            let memory = CacheMemory::of(cache);
+            let live = u64::try_from(memory.live).unwrap_or(0);
+            let cached = memory.held.saturating_sub(live + memory.slab_free);
             (cached / 1024, cache.name.as_str())
         })
         .filter(|&(kib, _)| kib > 0)
@@ -241,11 +263,11 @@ fn add_top_cached(record: &mut Record, caches: &[sheafalloc::CacheSnapshot]) {
 /// What an RSS figure beyond the peers' is made of.
 fn add_memory(record: &mut Record, caches: &[sheafalloc::CacheSnapshot]) {
     let (mut held, mut live, mut slab_free, mut barn) = (0u64, 0i64, 0u64, 0u64);
-    for cache in caches {
-        held += cache.all_nodes.bytes_held;
-        live += cache.live_bytes;
-        slab_free += cache.all_nodes.slab_free_objects * cache.object_size;
-        barn += cache.all_nodes.barn_objects * cache.object_size;
+    for memory in caches.iter().map(CacheMemory::of) {
+        held += memory.held;
+        live += memory.live;
+        slab_free += memory.slab_free;
+        barn += memory.barn;
     }
     let live = u64::try_from(live).unwrap_or(0);
     let sheaves = held.saturating_sub(live + slab_free + barn);
