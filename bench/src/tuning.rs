@@ -183,6 +183,7 @@ fn report(sweep: &Sweep) -> String {
         out.push_str(&row);
     }
     out.push_str(&window_work(sweep));
+    out.push_str(&memory(sweep));
     out.push_str(&confirmation(sweep));
     out
 }
@@ -314,4 +315,125 @@ fn window_work(sweep: &Sweep) -> String {
         let _ = writeln!(out, "{row}");
     }
     out
+}
+
+/// The largest sheaf `auto` chose in a run, from its `sheaf_tuned` list
+/// (`size-N:C/...`): the cache, its capacity, the sheaf's bytes of
+/// objects, and whether the capacity is within the cache's own maximum
+/// ([`sheafalloc::sheaf_capacity_range`]: 1024 objects and 512 KiB of
+/// them). `None` for a run whose tuner changed nothing.
+fn largest_sheaf(record: &sheafalloc_bench::record::Record) -> Option<(String, u64, u64, bool)> {
+    record
+        .get("sheaf_tuned")?
+        .split('/')
+        .filter_map(|entry| {
+            let (name, capacity) = entry.split_once(':')?;
+            let capacity: u64 = capacity.parse().ok()?;
+            let size: u64 = name.strip_prefix("size-")?.parse().ok()?;
+            let within = sheafalloc::sheaf_capacity_range(name)
+                .is_some_and(|(_, max)| capacity <= u64::from(max));
+            Some((name.to_owned(), capacity, capacity * size, within))
+        })
+        .max_by_key(|&(_, _, bytes, _)| bytes)
+}
+
+/// The fourth table: what each configuration holds from the OS for its
+/// caches at the end of a run (`sheaf_held_kib`, medians of the same runs
+/// as the first table), and the largest sheaf `auto` chose in any run
+/// against the byte bound a sheaf may pin.
+fn memory(sweep: &Sweep) -> String {
+    let mut out = String::from(
+        "\nMemory held for the caches at the end of a run, MiB (slabs taken from the OS, \
+         `sheaf_held_kib`; medians of the same runs), and the largest sheaf `auto` chose in \
+         any run, in KiB of objects: no sheaf may pin more than 1024 objects or 512 KiB of \
+         them (`sheaf_capacity_range`). `–`: an older results file without the field.\n\n",
+    );
+    let mut header = String::from("| workload |");
+    let mut rule = String::from("|---|");
+    for config in &sweep.configs {
+        let _ = write!(header, " {} |", config.name);
+        rule.push_str("---:|");
+    }
+    header.push_str(" auto / defaults | auto's largest sheaf | within the bound |");
+    rule.push_str("---:|---|---|");
+    let _ = writeln!(out, "{header}\n{rule}");
+    for (w, workload) in sweep.workloads.iter().enumerate() {
+        let mut row = format!("| {} |", workload.name());
+        let held: Vec<Option<f64>> = (0..sweep.configs.len())
+            .map(|c| {
+                let values: Vec<f64> = sweep
+                    .used(w, c)
+                    .iter()
+                    .filter(|o| o.record.get("sheaf_held_kib").is_some())
+                    .map(|o| o.record.number("sheaf_held_kib") / 1024.0)
+                    .collect();
+                (!values.is_empty()).then(|| summary::median(&values))
+            })
+            .collect();
+        for value in &held {
+            match value {
+                Some(v) => {
+                    let _ = write!(row, " {v:.1} |");
+                }
+                None => row.push_str(" – |"),
+            }
+        }
+        match (held[0], held[1]) {
+            (Some(auto), Some(defaults)) if defaults > 0.0 => {
+                let _ = write!(row, " {:.2} |", auto / defaults);
+            }
+            _ => row.push_str(" – |"),
+        }
+        let auto_runs = sweep.results[w].iter().filter(|o| o.config == 0);
+        let sheaves: Vec<_> = auto_runs.filter_map(|o| largest_sheaf(&o.record)).collect();
+        match sheaves.iter().max_by_key(|s| s.2) {
+            Some((name, capacity, bytes, _)) => {
+                let all_within = sheaves.iter().all(|s| s.3);
+                let _ = writeln!(
+                    row,
+                    " {name} at {capacity}: {:.0} KiB | {} |",
+                    *bytes as f64 / 1024.0,
+                    if all_within { "yes" } else { "**no**" }
+                );
+            }
+            None => {
+                let _ = writeln!(row, " none raised | yes |");
+            }
+        }
+        out.push_str(&row);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::largest_sheaf;
+    use sheafalloc_bench::record::Record;
+
+    fn record(tuned: &str) -> Record {
+        Record::parse_line(&format!(
+            "result workload=bursty allocator=sheafalloc value=1 sheaf_tuned={tuned}"
+        ))
+        .expect("a result line")
+    }
+
+    #[test]
+    fn the_largest_sheaf_is_the_one_with_the_most_bytes_not_objects() {
+        let largest = largest_sheaf(&record("size-64:1024/size-2304:227/size-256:1024"));
+        assert_eq!(
+            largest,
+            Some(("size-2304".to_owned(), 227, 227 * 2304, true))
+        );
+    }
+
+    #[test]
+    fn a_capacity_above_the_caches_maximum_is_out_of_the_bound() {
+        // 256 × 2304 B = 576 KiB, above the 512 KiB a sheaf may pin.
+        let largest = largest_sheaf(&record("size-2304:256/size-64:16"));
+        assert_eq!(
+            largest,
+            Some(("size-2304".to_owned(), 256, 256 * 2304, false))
+        );
+        assert_eq!(largest_sheaf(&record("none")), None);
+    }
 }
