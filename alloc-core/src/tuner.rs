@@ -8,38 +8,28 @@
 //! since the last tick of:
 //!
 //! * operations (allocations + frees, folded from every live thread) and
-//!   slow paths (allocations and frees that missed the fast path);
-//! * barn exchanges (trades of a whole sheaf with the node's barn) and how
-//!   many of them missed (the barn had no full sheaf, or no room for one,
-//!   so the thread went to the slabs): the **barn miss share**.
-//!
-//! Of the slow paths, the exchanges are a cache's **flow** (objects that
-//! leave one CPU's or thread's sheaves for another's, as in a hand-off: a
-//! larger sheaf makes them rarer but never removes them); the rest
-//! (spare swaps, slab trips without a trade) are **local churn**, which a
-//! sheaf large enough for the burst removes.
+//!   slow paths (allocations and frees that missed the fast path): their
+//!   ratio is the **slow-path share**;
+//! * barn exchanges and how many of them missed (the barn had no full
+//!   sheaf, or no room for one, so the thread went to the slabs): the
+//!   **barn miss share**;
+//! * exchanges per second.
 //!
 //! # What it decides ([`decide`])
 //!
 //! * **Raise** (×2) when the cache is busy (at least [`BUSY_OPS_PER_SEC`]
 //!   operations and [`BUSY_SLOW_PATHS_PER_SEC`] slow paths a second) and,
-//!   on two ticks in a row,
-//!   - the barn miss share is at least [`RAISE_MISS_SHARE_PERMILLE`] ‰
-//!     (bursts larger than the sheaves and the barn hold), or
-//!   - local churn's share of operations is at least
-//!     [`RAISE_SLOW_SHARE_PER_10K`] in 10,000: a slow path costs about a
-//!     hundred fast ones (measured on the same-thread churn of
-//!     256 × 256 B, the 0.39 % of operations that swapped sheaves at
-//!     capacity 128 cost a quarter of the throughput that capacity 256,
-//!     with no swaps, has), so a tenth of a percent is already a tenth of
-//!     the cache's time, and a sheaf that holds the burst removes it; or
-//!   - the exchanges' share is at least [`RAISE_EXCHANGE_SHARE_PER_10K`]
-//!     in 10,000: fewer than 200 operations a trade. Above that a flow
-//!     gains little (doubling saves under one trade in 400 operations)
-//!     and loses more: a sheaf the size of its hand-off moves more memory
-//!     between the cores for every trade. Measured in the capacity sweep,
-//!     the steady hand-off ran 0.91× as fast at the bound (227–1024
-//!     objects) as at 256, with less than half the trades.
+//!   on two ticks in a row, the slow-path share is at least
+//!   [`RAISE_SLOW_SHARE_PER_10K`] in 10,000, or the barn miss share at
+//!   least [`RAISE_MISS_SHARE_PERMILLE`] ‰, or exchanges reach
+//!   [`RAISE_EXCHANGES_PER_SEC`]: bursts larger than a sheaf, or a hand-off
+//!   that keeps more objects in flight than the sheaves and the barn hold.
+//!   A slow path costs about a hundred fast ones (a spare swap re-arms
+//!   slots, a barn trade crosses cores, a refill or flush walks slab
+//!   lists): measured on the same-thread churn of 256 × 256 B, the 0.39 %
+//!   of operations that swapped sheaves at capacity 128 cost a quarter of
+//!   the throughput that capacity 256 (no swaps) has. So a share of a
+//!   tenth of a percent is already a tenth of the cache's time.
 //! * **Lower** (÷2) when the cache has been idle (under
 //!   [`IDLE_OPS_PER_SEC`]) for [`LOWER_IDLE_TICKS`] ticks: memory held for
 //!   nothing. A busy cache is not lowered because it is quiet: it is quiet
@@ -90,14 +80,12 @@ pub enum Reason {
     /// No decision yet.
     #[default]
     None,
-    /// Raised: slow paths other than barn exchanges (spare swaps, slab
-    /// trips) took this share (signal, in 10,000) of operations.
+    /// Raised: the slow-path share (signal, in 10,000) was high.
     SlowPathShare,
     /// Raised: the barn missed this share (signal, ‰) of exchanges.
     BarnMisses,
-    /// Raised: barn exchanges took this share (signal, in 10,000) of
-    /// operations: fewer than 200 operations a trade.
-    ExchangeShare,
+    /// Raised: exchanges per second (signal) were high.
+    ExchangeRate,
     /// Lowered: the cache was idle.
     Idle,
 }
@@ -107,7 +95,7 @@ impl Reason {
         Reason::None,
         Reason::SlowPathShare,
         Reason::BarnMisses,
-        Reason::ExchangeShare,
+        Reason::ExchangeRate,
         Reason::Idle,
     ];
 
@@ -227,16 +215,14 @@ pub const BUSY_OPS_PER_SEC: u64 = 10_000;
 pub const BUSY_SLOW_PATHS_PER_SEC: u64 = 2_000;
 /// Operations per second below which a cache counts as idle.
 pub const IDLE_OPS_PER_SEC: u64 = 100;
-/// Share of operations, in 10,000, that took a slow path other than a
-/// barn exchange, from which a busy cache is raised (0.1 %: with a slow
-/// path at about a hundred fast ones, a tenth of the cache's time).
+/// Slow-path share, in 10,000 operations, from which a busy cache is
+/// raised (0.1 %: with a slow path at about a hundred fast ones, a tenth of
+/// the cache's time).
 pub const RAISE_SLOW_SHARE_PER_10K: u64 = 10;
 /// Barn miss share (‰) from which a busy cache is raised.
 pub const RAISE_MISS_SHARE_PERMILLE: u64 = 250;
-/// Share of operations, in 10,000, that traded a sheaf with the barn,
-/// from which a busy cache is raised (0.5 %: a trade for fewer than 200
-/// operations; a steady hand-off stops at 256 objects a sheaf).
-pub const RAISE_EXCHANGE_SHARE_PER_10K: u64 = 50;
+/// Exchanges per second from which a busy cache is raised.
+pub const RAISE_EXCHANGES_PER_SEC: u64 = 100_000;
 /// Ticks in a row a raise condition must hold.
 pub const RAISE_TICKS: u8 = 2;
 /// Ticks in a row a cache must be idle before it is lowered.
@@ -271,14 +257,9 @@ pub fn decide(
 ) -> Option<Decision> {
     let ops_per_sec = per_second(sample.operations, sample.elapsed_ms);
     let exchanges = sample.barn_hits.saturating_add(sample.barn_misses);
-    // Every exchange is made on a slow path; the others are local churn.
-    let churn_share = share(
-        sample.slow_paths.saturating_sub(exchanges),
-        sample.operations,
-        10_000,
-    );
-    let exchange_share = share(exchanges, sample.operations, 10_000);
+    let slow_share = share(sample.slow_paths, sample.operations, 10_000);
     let miss_share = share(sample.barn_misses, exchanges, 1000);
+    let exchange_rate = per_second(exchanges, sample.elapsed_ms);
     let busy = ops_per_sec >= BUSY_OPS_PER_SEC
         && per_second(sample.slow_paths, sample.elapsed_ms) >= BUSY_SLOW_PATHS_PER_SEC;
 
@@ -286,10 +267,10 @@ pub fn decide(
         None
     } else if miss_share >= RAISE_MISS_SHARE_PERMILLE && exchanges >= 8 {
         Some((Reason::BarnMisses, miss_share))
-    } else if churn_share >= RAISE_SLOW_SHARE_PER_10K {
-        Some((Reason::SlowPathShare, churn_share))
-    } else if exchange_share >= RAISE_EXCHANGE_SHARE_PER_10K {
-        Some((Reason::ExchangeShare, exchange_share))
+    } else if slow_share >= RAISE_SLOW_SHARE_PER_10K {
+        Some((Reason::SlowPathShare, slow_share))
+    } else if exchange_rate >= RAISE_EXCHANGES_PER_SEC {
+        Some((Reason::ExchangeRate, exchange_rate))
     } else {
         None
     };
@@ -398,49 +379,16 @@ mod tests {
     }
 
     #[test]
-    fn local_churn_raises_step_by_step_up_to_the_byte_bound() {
-        // Bursts larger than both sheaves, all on one CPU: spare swaps and
-        // slab trips, a few trades.
-        let bursts = second(1_000_000, 20_000, 1_000, 0);
+    fn a_high_slow_path_share_raises_step_by_step_up_to_the_byte_bound() {
+        // Bursts larger than both sheaves: every burst takes slow paths.
+        let bursts = second(1_000_000, 20_000, 19_000, 1_000);
         let (trace, decisions) = replay(32, &[bursts; 40]);
         assert_eq!(*trace.last().unwrap(), 227, "stops at the byte bound");
         assert!(decisions.iter().all(|d| d.reason == Reason::SlowPathShare));
-        assert_eq!(decisions[0].signal, 190, "1.9 % = 190 in 10,000");
+        assert_eq!(decisions[0].signal, 200, "2 % = 200 in 10,000");
         let steps: Vec<u32> = decisions.iter().map(|d| d.to).collect();
         assert_eq!(steps, [64, 128, 227]);
         assert!(trace.iter().all(|&c| c <= BOUNDS.max));
-    }
-
-    /// A steady hand-off at `capacity`: every slow path is a barn trade
-    /// that hits, one for each sheaf's worth of allocations and of frees
-    /// (recorded in the capacity sweep: 15.62 slow paths and trades per
-    /// 1000 allocations at 128, 8.06 at 256).
-    fn hand_off_at(capacity: u32) -> Sample {
-        let ops = 30_000_000;
-        let trades = ops / u64::from(capacity);
-        second(ops, trades, trades, 0)
-    }
-
-    #[test]
-    fn a_steady_hand_off_is_raised_to_256_and_no_further() {
-        let mut state = TunerState::default();
-        let bounds = Bounds { min: 64, max: 1024 };
-        let mut capacity = 64;
-        let mut decisions = Vec::new();
-        for _ in 0..100 {
-            if let Some(decision) = decide(&mut state, capacity, hand_off_at(capacity), bounds) {
-                capacity = decision.to;
-                decisions.push(decision);
-            }
-        }
-        assert_eq!(capacity, 256, "{decisions:?}");
-        assert!(decisions.iter().all(|d| d.reason == Reason::ExchangeShare));
-        assert_eq!(decisions[0].signal, 156, "a trade every 64 operations");
-        assert_eq!(decisions[1].signal, 78);
-        // At 256 a trade serves 256 operations: 39 in 10,000, under the
-        // threshold, however many trades a second that makes.
-        let at_256 = hand_off_at(256);
-        assert!(at_256.barn_hits * 1000 / at_256.elapsed_ms > 100_000);
     }
 
     #[test]
@@ -524,7 +472,7 @@ mod tests {
         let big = Decision {
             from: 256,
             to: 128,
-            reason: Reason::ExchangeShare,
+            reason: Reason::ExchangeRate,
             signal: 4_000_000,
         };
         assert_eq!(Decision::unpack(big.pack()), big);
