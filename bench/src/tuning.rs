@@ -197,7 +197,7 @@ fn best_fixed_config(sweep: &Sweep, w: usize) -> Option<usize> {
         .map(|(c, _)| c)
 }
 
-/// The third table (with `--confirm`): `auto` against the best fixed
+/// The fourth table (with `--confirm`): `auto` against the best fixed
 /// capacity in pairs of runs taken back to back.
 fn confirmation(sweep: &Sweep) -> String {
     if sweep.confirmations.iter().all(Vec::is_empty) {
@@ -317,27 +317,42 @@ fn window_work(sweep: &Sweep) -> String {
     out
 }
 
+/// One cache's sheaf as the tuner left it in a run.
+#[derive(Debug, PartialEq, Eq)]
+struct ChosenSheaf {
+    cache: String,
+    capacity: u64,
+    /// Bytes of objects the sheaf holds when full.
+    bytes: u64,
+    /// Whether the capacity is within the cache's own maximum
+    /// ([`sheafalloc::sheaf_capacity_range`]: 1024 objects and 512 KiB of
+    /// them).
+    within_bound: bool,
+}
+
 /// The largest sheaf `auto` chose in a run, from its `sheaf_tuned` list
-/// (`size-N:C/...`): the cache, its capacity, the sheaf's bytes of
-/// objects, and whether the capacity is within the cache's own maximum
-/// ([`sheafalloc::sheaf_capacity_range`]: 1024 objects and 512 KiB of
-/// them). `None` for a run whose tuner changed nothing.
-fn largest_sheaf(record: &sheafalloc_bench::record::Record) -> Option<(String, u64, u64, bool)> {
+/// (`size-N:C/...`); `None` for a run whose tuner changed nothing.
+fn largest_sheaf(record: &sheafalloc_bench::record::Record) -> Option<ChosenSheaf> {
     record
         .get("sheaf_tuned")?
         .split('/')
         .filter_map(|entry| {
-            let (name, capacity) = entry.split_once(':')?;
+            let (cache, capacity) = entry.split_once(':')?;
             let capacity: u64 = capacity.parse().ok()?;
-            let size: u64 = name.strip_prefix("size-")?.parse().ok()?;
-            let within = sheafalloc::sheaf_capacity_range(name)
+            let size: u64 = cache.strip_prefix("size-")?.parse().ok()?;
+            let within_bound = sheafalloc::sheaf_capacity_range(cache)
                 .is_some_and(|(_, max)| capacity <= u64::from(max));
-            Some((name.to_owned(), capacity, capacity * size, within))
+            Some(ChosenSheaf {
+                cache: cache.to_owned(),
+                capacity,
+                bytes: capacity * size,
+                within_bound,
+            })
         })
-        .max_by_key(|&(_, _, bytes, _)| bytes)
+        .max_by_key(|sheaf| sheaf.bytes)
 }
 
-/// The fourth table: what each configuration holds from the OS for its
+/// The third table: what each configuration holds from the OS for its
 /// caches at the end of a run (`sheaf_held_kib`, medians of the same runs
 /// as the first table), and the largest sheaf `auto` chose in any run
 /// against the byte bound a sheaf may pin.
@@ -386,13 +401,15 @@ fn memory(sweep: &Sweep) -> String {
         }
         let auto_runs = sweep.results[w].iter().filter(|o| o.config == 0);
         let sheaves: Vec<_> = auto_runs.filter_map(|o| largest_sheaf(&o.record)).collect();
-        match sheaves.iter().max_by_key(|s| s.2) {
-            Some((name, capacity, bytes, _)) => {
-                let all_within = sheaves.iter().all(|s| s.3);
+        match sheaves.iter().max_by_key(|sheaf| sheaf.bytes) {
+            Some(largest) => {
+                let all_within = sheaves.iter().all(|sheaf| sheaf.within_bound);
                 let _ = writeln!(
                     row,
-                    " {name} at {capacity}: {:.0} KiB | {} |",
-                    *bytes as f64 / 1024.0,
+                    " {} at {}: {:.0} KiB | {} |",
+                    largest.cache,
+                    largest.capacity,
+                    largest.bytes as f64 / 1024.0,
                     if all_within { "yes" } else { "**no**" }
                 );
             }
@@ -407,7 +424,7 @@ fn memory(sweep: &Sweep) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::largest_sheaf;
+    use super::{largest_sheaf, ChosenSheaf};
     use sheafalloc_bench::record::Record;
 
     fn record(tuned: &str) -> Record {
@@ -417,23 +434,26 @@ mod tests {
         .expect("a result line")
     }
 
+    fn sheaf(cache: &str, capacity: u64, size: u64, within_bound: bool) -> ChosenSheaf {
+        ChosenSheaf {
+            cache: cache.to_owned(),
+            capacity,
+            bytes: capacity * size,
+            within_bound,
+        }
+    }
+
     #[test]
     fn the_largest_sheaf_is_the_one_with_the_most_bytes_not_objects() {
         let largest = largest_sheaf(&record("size-64:1024/size-2304:227/size-256:1024"));
-        assert_eq!(
-            largest,
-            Some(("size-2304".to_owned(), 227, 227 * 2304, true))
-        );
+        assert_eq!(largest, Some(sheaf("size-2304", 227, 2304, true)));
     }
 
     #[test]
     fn a_capacity_above_the_caches_maximum_is_out_of_the_bound() {
         // 256 × 2304 B = 576 KiB, above the 512 KiB a sheaf may pin.
         let largest = largest_sheaf(&record("size-2304:256/size-64:16"));
-        assert_eq!(
-            largest,
-            Some(("size-2304".to_owned(), 256, 256 * 2304, false))
-        );
+        assert_eq!(largest, Some(sheaf("size-2304", 256, 2304, false)));
         assert_eq!(largest_sheaf(&record("none")), None);
     }
 }
