@@ -120,15 +120,16 @@ fn report(sweep: &Sweep) -> String {
          Time units: lower is better, and the ratios are inverted so above 1 still means better.\n"
     );
     let _ = writeln!(out, "{}\n", sweep.left_out_note());
-    let mut header = String::from("| workload | unit |");
-    let mut rule = String::from("|---|---|");
-    for config in &sweep.configs {
-        let _ = write!(header, " {} |", config.name);
-        rule.push_str("---:|");
-    }
-    header.push_str(" best fixed | auto / best fixed | auto / defaults | what auto chose |");
-    rule.push_str("---|---:|---:|---|");
-    let _ = writeln!(out, "{header}\n{rule}");
+    out.push_str(&table_head(
+        sweep,
+        &[("workload", "---"), ("unit", "---")],
+        &[
+            ("best fixed", "---"),
+            ("auto / best fixed", "---:"),
+            ("auto / defaults", "---:"),
+            ("what auto chose", "---"),
+        ],
+    ));
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let medians: Vec<Option<f64>> = (0..sweep.configs.len())
             .map(|c| sweep.median(w, c))
@@ -195,6 +196,25 @@ fn best_fixed_config(sweep: &Sweep, w: usize) -> Option<usize> {
         .filter_map(|c| sweep.median(w, c).map(|v| (c, v)))
         .max_by(|a, b| sweep.better(w, a.1, b.1).total_cmp(&1.0))
         .map(|(c, _)| c)
+}
+
+/// The header and rule of a table with a column per configuration
+/// (right-aligned) between the `lead` and `tail` columns, each given as
+/// its title and its rule cell.
+fn table_head(sweep: &Sweep, lead: &[(&str, &str)], tail: &[(&str, &str)]) -> String {
+    let configs = sweep.configs.iter().map(|c| (c.name.as_str(), "---:"));
+    let columns: Vec<(&str, &str)> = lead
+        .iter()
+        .copied()
+        .chain(configs)
+        .chain(tail.iter().copied())
+        .collect();
+    let header: String = columns
+        .iter()
+        .map(|(title, _)| format!(" {title} |"))
+        .collect();
+    let rule: String = columns.iter().map(|(_, cell)| format!("{cell}|")).collect();
+    format!("|{header}\n|{rule}\n")
 }
 
 /// The fourth table (with `--confirm`): `auto` against the best fixed
@@ -276,13 +296,7 @@ fn window_work(sweep: &Sweep) -> String {
          `–`: no window counters (a workload without a timed window, or an older \
          results file).\n\n",
     );
-    let mut header = String::from("| workload |");
-    let mut rule = String::from("|---|");
-    for config in &sweep.configs {
-        let _ = write!(header, " {} |", config.name);
-        rule.push_str("---:|");
-    }
-    let _ = writeln!(out, "{header}\n{rule}");
+    out.push_str(&table_head(sweep, &[("workload", "---")], &[]));
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let mut row = format!("| {} |", workload.name());
         for c in 0..sweep.configs.len() {
@@ -363,15 +377,15 @@ fn memory(sweep: &Sweep) -> String {
          any run, in KiB of objects: no sheaf may pin more than 1024 objects or 512 KiB of \
          them (`sheaf_capacity_range`). `–`: an older results file without the field.\n\n",
     );
-    let mut header = String::from("| workload |");
-    let mut rule = String::from("|---|");
-    for config in &sweep.configs {
-        let _ = write!(header, " {} |", config.name);
-        rule.push_str("---:|");
-    }
-    header.push_str(" auto / defaults | auto's largest sheaf | within the bound |");
-    rule.push_str("---:|---|---|");
-    let _ = writeln!(out, "{header}\n{rule}");
+    out.push_str(&table_head(
+        sweep,
+        &[("workload", "---")],
+        &[
+            ("auto / defaults", "---:"),
+            ("auto's largest sheaf", "---"),
+            ("within the bound", "---"),
+        ],
+    ));
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let mut row = format!("| {} |", workload.name());
         let held: Vec<Option<f64>> = (0..sweep.configs.len())
