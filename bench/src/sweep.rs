@@ -212,7 +212,25 @@ impl Sweep {
     /// The median of configuration `config` for workload number `w`, over
     /// the runs [`Sweep::used`] keeps.
     pub fn median(&self, w: usize, config: usize) -> Option<f64> {
-        let values: Vec<f64> = self.used(w, config).iter().map(|o| o.value).collect();
+        self.median_of(w, config, |o| o.value)
+    }
+
+    /// The median of `value` (a number each run gives, such as a field of
+    /// its record) over the same runs as [`Sweep::median`], skipping runs
+    /// for which it is not a number (a field an older results file
+    /// lacks); `None` if no run gives one.
+    pub fn median_of(
+        &self,
+        w: usize,
+        config: usize,
+        value: impl Fn(&Outcome) -> f64,
+    ) -> Option<f64> {
+        let values: Vec<f64> = self
+            .used(w, config)
+            .into_iter()
+            .map(value)
+            .filter(|v| v.is_finite())
+            .collect();
         (!values.is_empty()).then(|| summary::median(&values))
     }
 

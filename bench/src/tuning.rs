@@ -389,15 +389,7 @@ fn memory(sweep: &Sweep) -> String {
     for (w, workload) in sweep.workloads.iter().enumerate() {
         let mut row = format!("| {} |", workload.name());
         let held: Vec<Option<f64>> = (0..sweep.configs.len())
-            .map(|c| {
-                let values: Vec<f64> = sweep
-                    .used(w, c)
-                    .iter()
-                    .filter(|o| o.record.get("sheaf_held_kib").is_some())
-                    .map(|o| o.record.number("sheaf_held_kib") / 1024.0)
-                    .collect();
-                (!values.is_empty()).then(|| summary::median(&values))
-            })
+            .map(|c| sweep.median_of(w, c, |o| o.record.number("sheaf_held_kib") / 1024.0))
             .collect();
         for value in &held {
             match value {
