@@ -161,6 +161,11 @@ fn add_thread(stats: &mut CacheStats, view: SlotView) {
 /// The readings derived from the others.
 fn finish(class: SizeClass, stats: &mut CacheStats) {
     if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+        // What the CPUs' pops and pushes counted (the threads count the
+        // rest).
+        let counts = crate::percpu::class_counts(class);
+        stats.allocations = stats.allocations.wrapping_add(counts.allocs);
+        stats.frees = stats.frees.wrapping_add(counts.frees);
         let (objects, min, max) = crate::percpu::view(class);
         stats.thread_main_objects = stats.thread_main_objects.saturating_add(objects);
         if max > 0 {

@@ -9,7 +9,8 @@
 //! 2. reads the CPU id **inside** the section, and everything it depends
 //!    on after it (the CPU's cache, or the check that GS points at it; the
 //!    slot, the sheaf);
-//! 3. ends in **one committing store** (a sheaf's length, or a slot).
+//! 3. ends in **one committing store** (a class's word, a batch's
+//!    length, or a slot).
 //!
 //! If the thread is preempted, migrated or interrupted by a signal before
 //! the commit, the kernel moves it to the abort handler, which starts the
@@ -33,7 +34,9 @@
 //! writes the object into the slot above the main sheaf's length, which
 //! nobody reads until a committed length covers it; the spare swap writes
 //! the outgoing main sheaf's length into its header, which nobody reads
-//! while it is the main sheaf.
+//! while it is the main sheaf. A count is never such a store: the pop and
+//! push count themselves in the word they commit (`counts`), so a restart
+//! counts nothing twice.
 //!
 //! **The pop and the push reach the cache through GS.** A thread on
 //! per-CPU sheaves points its GS segment base at the cache of the CPU it
@@ -57,10 +60,11 @@
 //! CPU (a section that read either before has committed or restarts), and
 //! then owns every slot.
 //!
-//! The main sheaf's length and capacity live in the class's slots, beside
-//! the pointer ([`super::ClassSlots`]), so a pop or push reads one cache
-//! line of the CPU's cache and the object's line, and never the sheaf's
-//! header.
+//! The main sheaf's length and room live in the class's record, beside the
+//! pointer, in one word with the class's operations ([`super::ClassSlots`],
+//! `counts`), so a pop or push reads one cache line of the CPU's cache and
+//! the object's line, never the sheaf's header, and its commit is its
+//! count.
 
 use core::mem::offset_of;
 use core::sync::atomic::AtomicPtr;
@@ -81,19 +85,24 @@ pub(super) const LANE_BASE: usize = offset_of!(CpuCache, lane_base);
 pub(super) const LANE_SPAN: usize = offset_of!(CpuCache, lane_span);
 const REGION_BASE: usize = offset_of!(Sheaf, batch_region_base);
 const REGION_SPAN: usize = offset_of!(Sheaf, batch_region_span);
-/// Offsets in a class's [`ClassSlots`], from its main slot.
-const MAIN_LEN: usize = offset_of!(ClassSlots, len);
+/// Offsets in a class's [`ClassSlots`], from its main slot (the record's
+/// start).
+const SPARE: usize = offset_of!(ClassSlots, spare);
+const WORD: usize = offset_of!(ClassSlots, word);
+const JUMPS: usize = offset_of!(ClassSlots, jumps);
 /// The same offsets from the first class's record: the pop and push take
 /// the class's [`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset) (shared with the thread's hot slot,
 /// so computed once where both attempts inline) and add these as constant
 /// displacements.
 const FIRST_MAIN: usize = super::CLASSES_OFFSET + offset_of!(ClassSlots, main);
-const FIRST_MAIN_LEN: usize = super::CLASSES_OFFSET + MAIN_LEN;
-const FIRST_MAIN_CAPACITY: usize = super::CLASSES_OFFSET + MAIN_CAPACITY;
-const FIRST_REMOTE: usize = super::CLASSES_OFFSET + REMOTE;
-const MAIN_CAPACITY: usize = offset_of!(ClassSlots, capacity);
-const SPARE: usize = offset_of!(ClassSlots, spare);
-const REMOTE: usize = offset_of!(ClassSlots, remote);
+const FIRST_WORD: usize = super::CLASSES_OFFSET + WORD;
+/// The word's fields (`counts`), as the sections test and move them.
+const LEN_MASK: u64 = super::counts::LEN_MASK;
+const ROOM_MASK: u64 = super::counts::ROOM_MASK;
+const POP: u64 = super::counts::POP;
+const PUSH: u64 = super::counts::PUSH;
+/// The word less its sheaf's part, as a sign-extended 32-bit immediate.
+const OPERATIONS_ONLY: i32 = !(super::counts::SHEAF_MASK as i32);
 
 // The pieces every section shares, written once. Label roles: `2:` the
 // restart point, `3:` the descriptor, `4:` the first instruction of the
@@ -199,8 +208,9 @@ macro_rules! descriptor {
 
 // The sections read these fields with fixed widths.
 const _: () = assert!(LEN == 0 && CAPACITY == 4);
-const _: () = assert!(MAIN_LEN == 8 && MAIN_CAPACITY == 12 && SPARE == 16 && REMOTE == 24);
+const _: () = assert!(SPARE == 8 && WORD == 16 && JUMPS == 24);
 const _: () = assert!(core::mem::size_of::<ClassSlots>() == 32);
+const _: () = assert!(OPERATIONS_ONLY as i64 as u64 == !super::counts::SHEAF_MASK);
 const _: () = assert!(core::mem::size_of::<crate::node::NodeId>() == 2);
 const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU8>() == 1);
 const _: () = assert!(core::mem::size_of::<core::sync::atomic::AtomicU32>() == 4);
@@ -248,20 +258,23 @@ pub unsafe fn pop(rseq: *mut u8, record: usize) -> *mut u8 {
     let object: *mut u8;
     // SAFETY: duties 1 and 2: every address the section touches is the
     // rseq area, the cache, and a live sheaf below its length; it writes
-    // only `rseq_cs` and, as its commit, the slot's length. It commits only
-    // on the cache's own CPU while no drain holds the cache: a drain sets
-    // `owner` to `NO_OWNER` before its membarrier restarts any section that
-    // read the old value.
+    // only `rseq_cs` and, as its commit, the class's word (the length one
+    // less, the room one more, one operation counted: `counts`). It
+    // commits only on the cache's own CPU while no drain holds the cache:
+    // a drain sets `owner` to `NO_OWNER` before its membarrier restarts any
+    // section that read the old value.
     unsafe {
         core::arch::asm!(
             arm!("object"),
             on_own_cpu!("len", "7f"),
-            "mov {len:e}, dword ptr gs:[{record} + {main_len}]",
-            "sub {len:e}, 1",
-            "jb 7f",
+            "mov {word}, qword ptr gs:[{record} + {word_at}]",
+            "mov {len:e}, {word:e}",
+            "and {len:e}, {len_mask}",
+            "jz 7f",
             "mov {object}, qword ptr gs:[{record} + {main}]",
-            "mov {object}, qword ptr [{object} + {len}*8 + {objects}]",
-            "mov dword ptr gs:[{record} + {main_len}], {len:e}",
+            "mov {object}, qword ptr [{object} + {len}*8 + {objects} - 8]",
+            "add {word}, {pop}",
+            "mov qword ptr gs:[{record} + {word_at}], {word}",
             "5:",
             out_of_line_tail!("object"),
             descriptor!(),
@@ -269,10 +282,13 @@ pub unsafe fn pop(rseq: *mut u8, record: usize) -> *mut u8 {
             record = in(reg) record,
             object = out(reg) object,
             len = out(reg) _,
+            word = out(reg) _,
             owner = const OWNER,
             owner_key = const super::OWNER_KEY,
             main = const FIRST_MAIN,
-            main_len = const FIRST_MAIN_LEN,
+            word_at = const FIRST_WORD,
+            len_mask = const LEN_MASK,
+            pop = const POP,
             objects = const OBJECTS,
             options(nostack),
         );
@@ -330,8 +346,9 @@ pub unsafe fn push<const BASE: usize, const SPAN: usize>(
 ) -> bool {
     // SAFETY: as in `pop`; the object's home is the cache's node (duty 3),
     // as a main sheaf's must be; the store into the sheaf's array lies
-    // above its committed length and below its capacity, inside its
-    // storage. A miss
+    // above its committed length and below its capacity (the room is not
+    // 0), inside its storage; the commit is the class's word (the length
+    // one more, the room one less, one operation counted). A miss
     // leaves the section by a jump to the label (nothing committed). No
     // input register is written: a restart starts from them.
     unsafe {
@@ -341,30 +358,35 @@ pub unsafe fn push<const BASE: usize, const SPAN: usize>(
                 "sub {len}, qword ptr gs:[{base}]",
                 "cmp {len}, qword ptr gs:[{span}]",
                 "jae {miss}",
-                "mov {len:e}, dword ptr gs:[{record} + {main_len}]",
-                "cmp {len:e}, dword ptr gs:[{record} + {main_capacity}]",
-                "jae {miss}",
+                "mov {word}, qword ptr gs:[{record} + {word_at}]",
+                "test {word:e}, {room_mask}",
+                "jz {miss}",
+                "mov {len:e}, {word:e}",
+                "and {len:e}, {len_mask}",
                 "mov {sheaf}, qword ptr gs:[{record} + {main}]",
                 "mov qword ptr [{sheaf} + {len}*8 + {objects}], {object}",
-                "add {len:e}, 1",
-                "mov dword ptr gs:[{record} + {main_len}], {len:e}",
+                "add {word}, {push}",
+                "mov qword ptr gs:[{record} + {word_at}], {word}",
             ],
             rseq,
             record,
             object,
             sheaf = out(reg) _,
+            word = out(reg) _,
             base = const BASE,
             span = const SPAN,
             main = const FIRST_MAIN,
-            main_len = const FIRST_MAIN_LEN,
-            main_capacity = const FIRST_MAIN_CAPACITY,
+            word_at = const FIRST_WORD,
+            room_mask = const ROOM_MASK,
+            len_mask = const LEN_MASK,
+            push = const PUSH,
         );
     }
     true
 }
 
-/// Pushes `object` onto the remote batch of the class whose record is at
-/// `record` ([`SizeClass::record_offset`](crate::size_class::SizeClass::record_offset)) of the cache the thread's GS base points
+/// Pushes `object` onto the remote batch at offset `remote` (the class's
+/// `Slot::Remote` offset) of the cache the thread's GS base points
 /// at, if that is the current CPU's cache, no drain holds it, the object's
 /// address lies in the batch's region (its home's: a lane's region of a
 /// node, which the batch's header records; span 0 in the empty sheaf) and
@@ -376,7 +398,7 @@ pub unsafe fn push<const BASE: usize, const SPAN: usize>(
 /// 1. and 2. as [`pop`] (a remote batch's header records its objects'
 ///    region).
 #[inline(always)]
-pub unsafe fn push_batch(rseq: *mut u8, record: usize, object: *mut u8) -> bool {
+pub unsafe fn push_batch(rseq: *mut u8, remote: usize, object: *mut u8) -> bool {
     // SAFETY: as in `push`; the object's home is the batch's (its address
     // lies in the batch's region); the store into the batch's array lies
     // above its committed length and below its capacity, inside its
@@ -384,7 +406,7 @@ pub unsafe fn push_batch(rseq: *mut u8, record: usize, object: *mut u8) -> bool 
     unsafe {
         gs_push_section!(
             [
-                "mov {batch}, qword ptr gs:[{record} + {remote}]",
+                "mov {batch}, qword ptr gs:[{record}]",
                 "mov {len}, {object}",
                 "sub {len}, qword ptr [{batch} + {region_base}]",
                 "cmp {len}, qword ptr [{batch} + {region_span}]",
@@ -397,10 +419,9 @@ pub unsafe fn push_batch(rseq: *mut u8, record: usize, object: *mut u8) -> bool 
                 "mov dword ptr [{batch} + {len_off}], {len:e}",
             ],
             rseq,
-            record,
+            remote,
             object,
             batch = out(reg) _,
-            remote = const FIRST_REMOTE,
             region_base = const REGION_BASE,
             region_span = const REGION_SPAN,
             len_off = const LEN,
@@ -416,12 +437,13 @@ pub unsafe fn push_batch(rseq: *mut u8, record: usize, object: *mut u8) -> bool 
 /// slow path, which resizes it) and the spare `has` what the caller needs
 /// (objects for an allocation, room for a free); true if it did.
 ///
-/// One section, whose commit is one 32-byte store of the class's slots:
+/// One section, whose commit is one 32-byte store of the class's record:
 /// the spare, with its header's length and capacity, becomes main; main
 /// becomes the spare, its length and capacity written into its header
 /// first (a store nobody reads while it is main: harmless if the section
-/// restarts); the remote batch is stored back as read. A spare swap costs
-/// one section instead of three replaces.
+/// restarts); the word keeps its operations and the jumps add the
+/// length's move (`counts`). A spare swap costs one section instead of
+/// three replaces.
 ///
 /// # Safety
 ///
@@ -461,17 +483,39 @@ pub unsafe fn swap_spare(
                     "jne {miss}",
                     $miss_unless_it_has,
                     "mov {main}, qword ptr [{at}]",
-                    "mov {main_len_capacity}, qword ptr [{at} + {main_len}]",
-                    "vmovq xmm0, {spare}",
-                    "vpinsrq xmm0, xmm0, qword ptr [{spare} + {len_off}], 1",
-                    "vmovq xmm1, {main}",
-                    "vpinsrq xmm1, xmm1, qword ptr [{at} + {remote_off}], 1",
-                    "vinsertf128 ymm0, ymm0, xmm1, 1",
-                    "cmp dword ptr [{at} + {main_capacity}], 0",
-                    "je 9f",
-                    "mov qword ptr [{main} + {len_off}], {main_len_capacity}",
+                    // The record's upper half: the spare as main, main as
+                    // the spare.
+                    "vmovq xmm1, {spare}",
+                    "vpinsrq xmm1, xmm1, {main}, 1",
+                    // Main's length and capacity from the word, into its
+                    // header unless it is the empty sheaf (capacity 0).
+                    "mov {word}, qword ptr [{at} + {word_off}]",
+                    "mov {len:e}, {word:e}",
+                    "and {len:e}, {len_mask}",
+                    "mov {t:e}, {word:e}",
+                    "shr {t:e}, {room_shift}",
+                    "and {t:e}, {len_mask}",
+                    "add {t:e}, {len:e}",
+                    "jz 9f",
+                    "mov dword ptr [{main} + {len_off}], {len:e}",
+                    "mov dword ptr [{main} + {capacity_off}], {t:e}",
                     "9:",
-                    "vmovdqu ymmword ptr [{at}], ymm0",
+                    // The jumps: less main's length, plus the spare's.
+                    "mov {t}, qword ptr [{at} + {jumps_off}]",
+                    "sub {t}, {len}",
+                    "mov {len:e}, dword ptr [{spare} + {len_off}]",
+                    "add {t}, {len}",
+                    // The word: its operations, the spare's length and room.
+                    "and {word}, {operations_only}",
+                    "or {word}, {len}",
+                    "mov {main:e}, {capacity:e}",
+                    "sub {main:e}, {len:e}",
+                    "shl {main:e}, {room_shift}",
+                    "or {word}, {main}",
+                    "vmovq xmm0, {word}",
+                    "vpinsrq xmm0, xmm0, {t}, 1",
+                    "vinsertf128 ymm0, ymm1, xmm0, 1",
+                    "vmovdqa ymmword ptr [{at}], ymm0",
                     "5:",
                     "vzeroupper",
                     out_of_line_abort!(),
@@ -484,14 +528,18 @@ pub unsafe fn swap_spare(
                     at = out(reg) _,
                     spare = out(reg) _,
                     main = out(reg) _,
-                    main_len_capacity = out(reg) _,
+                    word = out(reg) _,
+                    len = out(reg) _,
+                    t = out(reg) _,
                     out("ymm0") _,
                     out("ymm1") _,
                     stopped = const STOPPED,
                     spare_off = const SPARE,
-                    remote_off = const REMOTE,
-                    main_len = const MAIN_LEN,
-                    main_capacity = const MAIN_CAPACITY,
+                    word_off = const WORD,
+                    jumps_off = const JUMPS,
+                    len_mask = const LEN_MASK,
+                    room_shift = const 11,
+                    operations_only = const OPERATIONS_ONLY,
                     len_off = const LEN,
                     capacity_off = const CAPACITY,
                     miss = label {
@@ -611,16 +659,23 @@ pub unsafe fn replace(
 }
 
 /// Replaces the main sheaf at `slot` of CPU `cpu`'s cache with `new`, whose
-/// length and capacity are `new_len_capacity` (length in the low half), if
-/// the caller runs on `cpu`, the cache is not stopped, and the slot holds
-/// `expected`. On success returns the slot's length and capacity at the
-/// commit (the replaced sheaf's, to write into its header: its owner is
-/// now the caller); `None` otherwise.
+/// length and capacity are `new_sheaf_bits` (`counts::sheaf_bits`), if the
+/// caller runs on `cpu`, the cache is not stopped, and the slot holds
+/// `expected`. On success returns the class's word at the commit (the
+/// replaced sheaf's length and capacity, to write into its header: its
+/// owner is now the caller); `None` otherwise.
+///
+/// One section, whose commit is one 32-byte store of the class's record:
+/// `new` as main, the spare as read, the word with its operations and
+/// `new`'s length and room, the jumps plus the length's move (`counts`).
 ///
 /// # Safety
 ///
-/// As [`replace`], for a main slot; `new_len_capacity` are `new`'s.
+/// As [`replace`], for a main slot (the start of a class's record);
+/// `new_sheaf_bits` are `new`'s; the CPU has AVX, and the OS saves its
+/// registers (`super::has_avx`).
 #[inline(never)]
+#[target_feature(enable = "avx")]
 pub unsafe fn replace_main(
     rseq: *mut u8,
     table: *const AtomicPtr<CpuCache>,
@@ -628,27 +683,59 @@ pub unsafe fn replace_main(
     slot: usize,
     expected: *mut Sheaf,
     new: *mut Sheaf,
-    new_len_capacity: u64,
+    new_sheaf_bits: u64,
 ) -> Option<u64> {
-    let ok: u32;
+    let ok: u64;
     let old: u64;
-    // SAFETY: as in `replace`; the commit is one 16-byte store of the
-    // sheaf, its length and its capacity (16-byte aligned: `ClassSlots`).
+    // SAFETY: as in `replace`; the commit is one 32-byte store of the
+    // record (32-aligned: `ClassSlots`), every field a valid value: `new`,
+    // the spare the section read, the word and the jumps computed from the
+    // ones it read. `ok` is scratch until the tail sets it. No vector
+    // value outlives the section (`vzeroupper` after it).
     unsafe {
-        replace_section!(
-            [
-                "mov {old}, qword ptr [{cache} + {slot} + {main_len}]",
-                "movq {value}, {new}",
-                "movq {high}, {len_capacity}",
-                "punpcklqdq {value}, {high}",
-                "movdqa xmmword ptr [{cache} + {slot}], {value}",
-            ],
-            (rseq, table, cpu, slot, expected, new, ok),
-            len_capacity = in(reg) new_len_capacity,
+        core::arch::asm!(
+            replace_checks!(),
+            "mov {old}, qword ptr [{cache} + {slot} + {word_off}]",
+            // The jumps: less the old length, plus the new one.
+            "mov {tmp}, qword ptr [{cache} + {slot} + {jumps_off}]",
+            "mov {ok:e}, {old:e}",
+            "and {ok:e}, {len_mask}",
+            "sub {tmp}, {ok}",
+            "mov {ok:e}, {bits:e}",
+            "and {ok:e}, {len_mask}",
+            "add {tmp}, {ok}",
+            // The word: its operations and the new sheaf's part.
+            "mov {ok}, {old}",
+            "and {ok}, {operations_only}",
+            "or {ok}, {bits}",
+            "vmovq xmm0, {new}",
+            "vpinsrq xmm0, xmm0, qword ptr [{cache} + {slot} + {spare_off}], 1",
+            "vmovq xmm1, {ok}",
+            "vpinsrq xmm1, xmm1, {tmp}, 1",
+            "vinsertf128 ymm0, ymm0, xmm1, 1",
+            "vmovdqa ymmword ptr [{cache} + {slot}], ymm0",
+            replace_tail!(),
+            "vzeroupper",
+            rseq = in(reg) rseq,
+            table = in(reg) table,
+            want = in(reg) cpu,
+            slot = in(reg) slot,
+            expected = in(reg) expected,
+            new = in(reg) new,
+            bits = in(reg) new_sheaf_bits,
+            ok = out(reg) ok,
             old = out(reg) old,
-            value = out(xmm_reg) _,
-            high = out(xmm_reg) _,
-            main_len = const MAIN_LEN,
+            tmp = out(reg) _,
+            cache = out(reg) _,
+            out("ymm0") _,
+            out("ymm1") _,
+            stopped = const STOPPED,
+            word_off = const WORD,
+            jumps_off = const JUMPS,
+            spare_off = const SPARE,
+            len_mask = const LEN_MASK,
+            operations_only = const OPERATIONS_ONLY,
+            options(nostack),
         );
     }
     (ok != 0).then_some(old)

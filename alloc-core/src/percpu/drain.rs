@@ -153,15 +153,18 @@ fn take_slots(
             continue;
         }
         let slots = cache.class(each);
-        // Capacity, then length, then the sheaf: a `fork()` by another
-        // thread in between leaves the child (where no drain runs, and the
-        // CPU's entry gets its cache back) a record every section treats
-        // safely: with the capacity 0 a push misses, with the length 0 a
-        // pop misses, and the slot never holds the empty sheaf with a
-        // length above 0 (a push would write into it). The child leaks what
-        // the drain took, as it does every other thread's sheaves.
-        let capacity = slots.capacity.swap(0, Ordering::AcqRel);
-        let len = slots.len.swap(0, Ordering::AcqRel);
+        // The word and the jumps (one store), then the sheaf: a `fork()` by
+        // another thread in between leaves the child (where no drain runs,
+        // and the CPU's entry gets its cache back) a record every section
+        // treats safely: with the room 0 a push misses, with the length 0
+        // a pop misses, and the slot never holds the empty sheaf with a
+        // length or room above 0 (a push would write into it). The child
+        // leaks what the drain took, as it does every other thread's
+        // sheaves. The word keeps its operations and the jumps the
+        // length's move, as a replace's commit does (`counts`).
+        let (word, jumps) = super::counts::load_pair(slots);
+        let (emptied, jumps_after) = super::counts::replaced(word, jumps, 0, 0);
+        super::counts::store_pair(slots, emptied, jumps_after);
         let main = cache
             .slot(Slot::Main, each)
             .swap(empty_sheaf(), Ordering::AcqRel);
@@ -170,8 +173,8 @@ fn take_slots(
             // so is the sheaf it took from main (a valid sheaf: CpuCache
             // invariant), whose header gets its length and capacity back.
             unsafe {
-                (*main).len = len;
-                (*main).capacity = capacity;
+                (*main).len = super::counts::len(word);
+                (*main).capacity = super::counts::capacity(word);
             }
         }
         *out = [

@@ -38,6 +38,7 @@
 //! slots: it takes their sheaves and
 //! leaves the empty sheaf.
 
+pub(crate) mod counts;
 #[cfg(target_arch = "x86_64")]
 mod cs;
 mod drain;
@@ -61,16 +62,16 @@ use crate::topology::MAX_CPUS;
 
 pub use drain::{drain, drain_all, drain_class};
 pub use gs::{count_taken as count_gs_taken, threads_with_gs_taken, Follow, ThreadGs};
-pub use slow::{alloc_slow, free_slow};
+pub use slow::{alloc_slow, free_slow, CountedBy};
 pub use steer::{cpus_keeping as cpus_keeping_lanes, switches as lane_steering_switches};
 
 /// One CPU's sheaves.
 ///
 /// Invariants: every slot holds a valid sheaf: `empty_sheaf` or a sheaf
-/// of the slot's class owned by the slot; a main slot's `len` and
-/// `capacity` are its sheaf's (0 and 0 for the empty sheaf; its capacity
-/// is 0 at every instant the slot holds the empty sheaf, even half-way
-/// through a drain, so no push can write into it), and that
+/// of the slot's class owned by the slot; the length and capacity in a
+/// class's `word` are its main sheaf's (0 and 0 for the empty sheaf; the
+/// capacity is 0 at every instant the slot holds the empty sheaf, even
+/// half-way through a drain, so no push can write into it), and that
 /// sheaf's header holds stale values until it leaves the slot, when they
 /// are written back; a spare's or remote batch's header is its own. Main
 /// and spare sheaves hold objects whose home is `node`; a remote batch
@@ -106,6 +107,11 @@ pub struct CpuCache {
     pub(crate) lane_base: AtomicUsize,
     pub(crate) lane_span: AtomicUsize,
     classes: [ClassSlots; NUM_CLASSES],
+    /// Each class's remote batch (out of the class's record, which only
+    /// the free's slow path reads).
+    remotes: [AtomicPtr<Sheaf>; NUM_CLASSES],
+    /// Each class's floor of its operations count (`counts`).
+    pub(crate) operations_floor: [AtomicU64; NUM_CLASSES],
     /// Whether the CPU keeps other lanes' objects (`steer::LaneFrees`);
     /// written with the push range, while the cache is held.
     keeps_lanes: AtomicBool,
@@ -116,18 +122,20 @@ pub struct CpuCache {
 }
 
 /// One class's slots in a CPU's cache, 32 bytes and 32-aligned: the main
-/// sheaf with its length and capacity beside it (so a pop or push reads
-/// this record and the object, never the sheaf's header), the spare and
-/// the remote batch. The spare swap commits the whole record with one
-/// 32-byte store (`cs::swap_spare`); the main sheaf is replaced, with its
-/// length and capacity, by one 16-byte store (`cs::replace_main`).
+/// sheaf, the spare, and the main sheaf's length, room and the class's
+/// operations in one word with the sum of the length's jumps beside it
+/// (`counts`), so a pop or push reads this record and the object, never
+/// the sheaf's header, and counts itself in its commit. The spare swap
+/// and the main sheaf's replace commit the whole record with one 32-byte
+/// store (`cs::swap_spare`, `cs::replace_main`); the word and the jumps
+/// are 16-aligned, so a reader loads them in one access
+/// (`counts::load_pair`).
 #[repr(C, align(32))]
 pub(crate) struct ClassSlots {
     main: AtomicPtr<Sheaf>,
-    pub(crate) len: AtomicU32,
-    pub(crate) capacity: AtomicU32,
     spare: AtomicPtr<Sheaf>,
-    remote: AtomicPtr<Sheaf>,
+    pub(crate) word: AtomicU64,
+    pub(crate) jumps: AtomicU64,
 }
 
 // A class's record is at its `SizeClass::record_offset` from the first
@@ -140,10 +148,9 @@ impl ClassSlots {
     const fn empty() -> Self {
         Self {
             main: AtomicPtr::new(empty_sheaf()),
-            len: AtomicU32::new(0),
-            capacity: AtomicU32::new(0),
             spare: AtomicPtr::new(empty_sheaf()),
-            remote: AtomicPtr::new(empty_sheaf()),
+            word: AtomicU64::new(0),
+            jumps: AtomicU64::new(0),
         }
     }
 }
@@ -161,17 +168,20 @@ pub(crate) enum Slot {
 /// [`SizeClass::record_offset`].
 pub(crate) const CLASSES_OFFSET: usize = offset_of!(CpuCache, classes);
 
+/// Byte offset of the first class's remote batch in a [`CpuCache`].
+const REMOTES_OFFSET: usize = offset_of!(CpuCache, remotes);
+
 impl Slot {
     /// Byte offset of the slot of `class` in a [`CpuCache`].
     #[inline(always)]
     pub(crate) fn offset(self, class: SizeClass) -> usize {
-        // Cannot wrap: the record lies inside the cache.
+        // Cannot wrap: the record and the remote slot lie inside the cache.
         let record = CLASSES_OFFSET.wrapping_add(class.record_offset());
-        record.wrapping_add(match self {
-            Slot::Main => offset_of!(ClassSlots, main),
-            Slot::Spare => offset_of!(ClassSlots, spare),
-            Slot::Remote => offset_of!(ClassSlots, remote),
-        })
+        match self {
+            Slot::Main => record.wrapping_add(offset_of!(ClassSlots, main)),
+            Slot::Spare => record.wrapping_add(offset_of!(ClassSlots, spare)),
+            Slot::Remote => REMOTES_OFFSET.wrapping_add(class.index().wrapping_mul(8)),
+        }
     }
 }
 
@@ -184,11 +194,11 @@ impl CpuCache {
 
     /// The slot of `class`.
     pub(crate) fn slot(&self, slot: Slot, class: SizeClass) -> &AtomicPtr<Sheaf> {
-        let slots = self.class(class);
         match slot {
-            Slot::Main => &slots.main,
-            Slot::Spare => &slots.spare,
-            Slot::Remote => &slots.remote,
+            Slot::Main => &self.class(class).main,
+            Slot::Spare => &self.class(class).spare,
+            // SAFETY: `class.index() < NUM_CLASSES` (SizeClass invariant).
+            Slot::Remote => unsafe { self.remotes.get_unchecked(class.index()) },
         }
     }
 
@@ -312,6 +322,8 @@ const fn stand_in() -> CpuCache {
         lane_base: AtomicUsize::new(0),
         lane_span: AtomicUsize::new(0),
         classes: [const { ClassSlots::empty() }; NUM_CLASSES],
+        remotes: [const { AtomicPtr::new(empty_sheaf()) }; NUM_CLASSES],
+        operations_floor: [const { AtomicU64::new(0) }; NUM_CLASSES],
         keeps_lanes: AtomicBool::new(false),
         foreign: AtomicU64::new(0),
     }
@@ -601,7 +613,7 @@ pub unsafe fn push_batch(rseq: *mut u8, class: SizeClass, object: *mut u8) -> bo
     {
         // SAFETY: as in `push`; a remote slot holds the empty sheaf (span
         // 0) or a batch whose header records its objects' region.
-        unsafe { cs::push_batch(rseq, class.record_offset(), object) }
+        unsafe { cs::push_batch(rseq, Slot::Remote.offset(class), object) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -720,6 +732,14 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
                 .add(Slot::Main.offset(class))
                 .cast::<ClassSlots>();
             slots.write(ClassSlots::empty());
+            let remote = block.as_ptr().add(Slot::Remote.offset(class));
+            remote
+                .cast::<AtomicPtr<Sheaf>>()
+                .write(AtomicPtr::new(empty_sheaf()));
+            ptr::addr_of_mut!((*cache).operations_floor)
+                .cast::<AtomicU64>()
+                .add(class.index())
+                .write(AtomicU64::new(0));
         }
         ptr::addr_of_mut!((*cache).stopped).write(AtomicU8::new(0));
         ptr::addr_of_mut!((*cache).owner).write(AtomicU32::new(owner_of(cpu)));
@@ -766,9 +786,9 @@ pub(crate) fn view(class: SizeClass) -> (u64, u32, u32) {
         if slots.main.load(Ordering::Acquire) == empty_sheaf() {
             continue;
         }
-        // Racy snapshots of words the owning CPU's sections write whole.
-        let len = slots.len.load(Ordering::Relaxed);
-        let capacity = slots.capacity.load(Ordering::Relaxed);
+        // A racy snapshot of a word the owning CPU's sections write whole.
+        let word = slots.word.load(Ordering::Relaxed);
+        let (len, capacity) = (counts::len(word), counts::capacity(word));
         objects = objects.saturating_add(u64::from(len));
         min = min.min(capacity);
         max = max.max(capacity);
@@ -794,7 +814,20 @@ pub fn current_main_capacity(class: SizeClass) -> u32 {
         return 0;
     };
     // A racy snapshot of a word the CPU's sections write whole.
-    cache.class(class).capacity.load(Ordering::Relaxed)
+    counts::capacity(cache.class(class).word.load(Ordering::Relaxed))
+}
+
+/// Allocations and frees of `class` the CPUs' pops and pushes made, summed
+/// over every CPU (what the threads count on their own, the slow paths'
+/// and the remote batches', is not in it).
+pub(crate) fn class_counts(class: SizeClass) -> counts::Counts {
+    let mut total = counts::Counts::default();
+    for cpu in 0..MAX_CPUS {
+        if let Some(cache) = published(cpu) {
+            total = total.plus(counts::of(cache, class));
+        }
+    }
+    total
 }
 
 /// CPUs with a cache.

@@ -147,21 +147,14 @@ impl Here<'_> {
                 };
             }
             // SAFETY: `new` is the caller's (or the empty sheaf, whose
-            // header reads 0 and 0): its header is its own.
-            let new_len_capacity =
-                unsafe { u64::from((*new).len) | u64::from((*new).capacity) << 32 };
+            // header reads 0 and 0): its header is its own, its length at
+            // most its capacity, at most `SHEAF_CAPACITY_MAX` (Sheaf
+            // invariant).
+            let new_bits = unsafe { super::counts::sheaf_bits((*new).len, (*new).capacity) };
             // SAFETY: as above, for the main slot, with `new`'s length and
-            // capacity.
+            // capacity; the CPU has AVX (per-CPU mode requires it).
             let old = unsafe {
-                super::cs::replace_main(
-                    self.rseq,
-                    table,
-                    self.cpu,
-                    offset,
-                    expected,
-                    new,
-                    new_len_capacity,
-                )
+                super::cs::replace_main(self.rseq, table, self.cpu, offset, expected, new, new_bits)
             };
             let Some(old) = old else {
                 return false;
@@ -169,8 +162,8 @@ impl Here<'_> {
             if let Some(owned) = real(expected) {
                 // SAFETY: taken out of the slot by the commit: ours.
                 unsafe {
-                    (*owned.as_ptr()).len = old as u32;
-                    (*owned.as_ptr()).capacity = (old >> 32) as u32;
+                    (*owned.as_ptr()).len = super::counts::len(old);
+                    (*owned.as_ptr()).capacity = super::counts::capacity(old);
                 }
             }
             true
@@ -252,7 +245,7 @@ unsafe fn swap_in_spare(
 }
 
 /// Counts a spare swap of an allocation (`Objects`) or a free (`Room`);
-/// `counts` are the thread's counts of the class.
+/// `counts` are the class's counts on the CPU ([`cpu_counts`]).
 fn count_swap(has: SpareHas, trades: &SpareTrades, counts: ClassCounts) {
     match has {
         SpareHas::Objects => trades.alloc_swapped(counts),
@@ -260,12 +253,36 @@ fn count_swap(has: SpareHas, trades: &SpareTrades, counts: ClassCounts) {
     }
 }
 
+/// The counts of `class` on the CPU the thread is on, which the spare-trade
+/// decisions read (the sheaves they decide about are the CPU's; zero where
+/// the CPU has no cache yet).
+fn cpu_counts(class: SizeClass) -> ClassCounts {
+    let counts = os::current_cpu_fast()
+        .and_then(|cpu| super::published(cpu as usize))
+        .map(|cache| super::counts::of(cache, class))
+        .unwrap_or_default();
+    ClassCounts {
+        allocs: counts.allocs,
+        frees: counts.frees,
+    }
+}
+
+/// What served an operation of a slow path: the CPU's main sheaf (a pop or
+/// push, which the CPU counted), or the thread (which counts it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CountedBy {
+    /// A pop or push of the CPU's main sheaf.
+    Cpu,
+    /// Anything else: the caller counts it.
+    Caller,
+}
+
 /// Slow path of allocation in per-CPU mode: the current CPU's main sheaf of
-/// `class` is empty. Null only if the OS refuses memory. Spare swaps are
+/// `class` is empty. Null only if the OS refuses memory; with who counts
+/// the allocation. Spare swaps are
 /// counted in `trades`, the calling thread's for the class (no locked add
-/// per swap: see `SlowPathCount`), with `counts`, the
-/// thread's counts of the class; the thread's GS base `gs`
-/// follows the CPU the path finds it on.
+/// per swap: see `SlowPathCount`), with the class's counts on the CPU;
+/// the thread's GS base `gs` follows the CPU the path finds it on.
 ///
 /// # Safety
 ///
@@ -276,16 +293,16 @@ pub unsafe fn alloc_slow(
     class: SizeClass,
     gs: &ThreadGs,
     trades: &SpareTrades,
-    counts: ClassCounts,
-) -> *mut u8 {
+) -> (*mut u8, CountedBy) {
     let depot = ClassDepot::of(class);
+    let counts = cpu_counts(class);
     for attempt in 0..ATTEMPTS {
         // The caller's pop missed on this CPU's cache just now (after its
         // GS base followed the thread): the first round goes straight on.
         if attempt > 0 {
             // SAFETY: duty 1.
             if let Some(object) = unsafe { super::pop(rseq, class) } {
-                return object;
+                return (object, CountedBy::Cpu);
             }
         }
         // 0. The spare has objects and the cache's capacity: one section
@@ -327,7 +344,7 @@ pub unsafe fn alloc_slow(
             if unsafe { trade_empty_main(&here, &depot, owned) } {
                 continue;
             }
-            return core::ptr::null_mut();
+            return (core::ptr::null_mut(), CountedBy::Caller);
         }
         let full = match exchange::take_full_alone(&depot, node) {
             Some(full) => full,
@@ -338,7 +355,7 @@ pub unsafe fn alloc_slow(
                 };
                 // SAFETY: ours, empty, from the barn or the pool.
                 let Some(full) = (unsafe { refilled(&depot, node, empty) }) else {
-                    return core::ptr::null_mut();
+                    return (core::ptr::null_mut(), CountedBy::Caller);
                 };
                 full
             }
@@ -352,8 +369,12 @@ pub unsafe fn alloc_slow(
         }
     }
     let node = os::current_cpu_fast().map_or(NodeId::ZERO, crate::topology::node_of_cpu);
-    // Counted by the caller, as every allocation of this thread.
-    crate::thread_cache::slab_alloc_one(node, class)
+    // Counted by the caller, as every allocation of this thread that no
+    // pop served.
+    (
+        crate::thread_cache::slab_alloc_one(node, class),
+        CountedBy::Caller,
+    )
 }
 
 /// Slow path of free in per-CPU mode: the current CPU's main sheaf is full,
@@ -370,13 +391,13 @@ pub unsafe fn free_slow(
     object: *mut u8,
     gs: &ThreadGs,
     trades: &SpareTrades,
-    counts: ClassCounts,
-) {
+) -> CountedBy {
     let depot = ClassDepot::of(class);
     let Some(home) = Home::of(object) else {
         crate::invariant!(false, "free of a pointer outside the arena");
-        return;
+        return CountedBy::Caller;
     };
+    let counts = cpu_counts(class);
     // The caller tried the remote batch (`push_batch`) after the push,
     // unless the object lies in the CPU's push range (then main was full,
     // and the batch, another home's, would not take it).
@@ -388,7 +409,7 @@ pub unsafe fn free_slow(
         let in_range = gs.in_push_range(object);
         // SAFETY: duties 1 and 2.
         if in_range && attempt > 0 && unsafe { super::push(rseq, class, object) } {
-            return;
+            return CountedBy::Cpu;
         }
         // Not right after this thread's allocation swapped, when an empty
         // spare splits main instead (`SpareTrades`).
@@ -412,7 +433,7 @@ pub unsafe fn free_slow(
             // in the remote batch.
             // SAFETY: duties 1 and 2.
             if unsafe { free_remote(&here, &depot, object, home) } {
-                return;
+                return CountedBy::Caller;
             }
             continue;
         }
@@ -422,7 +443,7 @@ pub unsafe fn free_slow(
         // free where the frees come from many lanes).
         // SAFETY: duties 1 and 2.
         if (attempt > 0 || returned_lane) && unsafe { super::push_on_node(rseq, class, object) } {
-            return;
+            return CountedBy::Cpu;
         }
         // 0. A spare with room and the cache's capacity: one section swaps
         // it in (unless that was tried above, in this round). Not right
@@ -512,6 +533,7 @@ pub unsafe fn free_slow(
     }
     // SAFETY: duty 2.
     unsafe { crate::thread_cache::slab_free_one(class, object) };
+    CountedBy::Caller
 }
 
 /// An owned, empty `sheaf` of this class and `node` filled from the

@@ -157,6 +157,12 @@ pub fn tick(now_ms: u64) {
             }
         }
     });
+    if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+        // What the CPUs' pops and pushes counted.
+        for (class, operations) in SizeClass::all().zip(operations.iter_mut()) {
+            *operations = operations.wrapping_add(crate::percpu::class_counts(class).operations());
+        }
+    }
     let elapsed_ms = now_ms.saturating_sub(book.last_ms);
     let first = book.last_ms == 0;
     book.last_ms = now_ms;

@@ -223,12 +223,11 @@ mod engine {
             if !self.gs.is_set() {
                 return None;
             }
+            // Counted by the CPU, in the section's commit.
             // SAFETY: on GS: `rseq` is this thread's area, set at attach in
             // per-CPU mode once the kernel set its CPU id, and the GS base
             // points at a live cache (claimed at attach).
-            let object = unsafe { crate::percpu::pop(self.rseq.get(), class) }?;
-            self.hot(class).count_alloc();
-            Some(object)
+            unsafe { crate::percpu::pop(self.rseq.get(), class) }
         }
 
         /// HOT PATH (free): push onto the thread's main sheaf, or (per-CPU
@@ -259,12 +258,9 @@ mod engine {
             if !self.gs.is_set() {
                 return false;
             }
-            // SAFETY: as in `pop_per_cpu`; duty 1.
-            if !unsafe { crate::percpu::push(self.rseq.get(), class, object) } {
-                return false;
-            }
-            self.hot(class).count_free();
-            true
+            // SAFETY: as in `pop_per_cpu`; duty 1. Counted by the CPU, in
+            // the section's commit.
+            unsafe { crate::percpu::push(self.rseq.get(), class, object) }
         }
 
         /// A free whose push missed, first thing: onto the CPU's remote
@@ -316,16 +312,9 @@ mod engine {
                     .alloc_slow(&ClassDepot::of(class), self.node.get())
             } else {
                 // SAFETY: the thread's rseq area, in per-CPU mode.
-                let object = unsafe {
-                    crate::percpu::alloc_slow(
-                        rseq,
-                        class,
-                        &self.gs,
-                        &cold.spare_trades,
-                        self.hot(class).counts(),
-                    )
-                };
-                if !object.is_null() {
+                let (object, counted) =
+                    unsafe { crate::percpu::alloc_slow(rseq, class, &self.gs, &cold.spare_trades) };
+                if !object.is_null() && counted == crate::percpu::CountedBy::Caller {
                     self.hot(class).count_alloc();
                 }
                 object
@@ -377,21 +366,14 @@ mod engine {
             cold.slow_frees.count();
             let rseq = self.rseq.get();
             if self.uses_cpu_caches() {
-                // Before this free is counted: what the slow path's
-                // decisions read (`SpareTrades::split`).
-                let counts = self.hot(class).counts();
-                self.hot(class).count_free();
                 // SAFETY: the thread's rseq area, in per-CPU mode; duty 1.
-                return unsafe {
-                    crate::percpu::free_slow(
-                        rseq,
-                        class,
-                        object,
-                        &self.gs,
-                        &cold.spare_trades,
-                        counts,
-                    )
+                let counted = unsafe {
+                    crate::percpu::free_slow(rseq, class, object, &self.gs, &cold.spare_trades)
                 };
+                if counted == crate::percpu::CountedBy::Caller {
+                    self.hot(class).count_free();
+                }
+                return;
             }
             self.follow_node();
             let depot = ClassDepot::of(class);
