@@ -332,7 +332,9 @@ impl SpareTrades {
     }
 
     /// An allocation swapped a spare with objects in; `counts` are the
-    /// thread's counts of the class ([`HotSlot::counts`]).
+    /// class's counts where the sheaves are: the thread's
+    /// ([`HotSlot::counts`]), or in per-CPU mode the CPU's
+    /// (`percpu::counts`).
     pub(crate) fn alloc_swapped(&self, counts: ClassCounts) {
         self.swaps.count();
         let before = match self.last.get() {
@@ -412,8 +414,8 @@ impl SpareTrades {
     }
 
     /// Whether a free that finds a main of `capacity` full and the spare
-    /// empty splits main rather than swapping, the thread's counts of the
-    /// class being `counts` now (not counting this free); if so, how many
+    /// empty splits main rather than swapping, the class's counts (as in
+    /// `alloc_swapped`) being `counts` now (not counting this free); if so, how many
     /// objects the new main keeps (from 1 to `capacity - 1`; never due
     /// below capacity 2). Due only right after an allocation's swap:
     ///
