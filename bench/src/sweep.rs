@@ -332,6 +332,14 @@ pub fn run(
         .only
         .clone()
         .unwrap_or_else(|| default_workloads.to_vec());
+    // Before any run: without wrk every HTTP run fails, and a sweep of an
+    // hour would come back with those rows empty.
+    if workloads.iter().any(|w| w.is_http()) {
+        if let Err(error) = sheafalloc_bench::service::http::wrk::check_installed() {
+            eprintln!("sheafalloc-bench {name}: {error}");
+            std::process::exit(1);
+        }
+    }
     let stem = if options.only.is_some() {
         format!("{name}-partial")
     } else {
