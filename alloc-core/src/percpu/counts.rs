@@ -23,8 +23,12 @@
 //! aligned 16-byte load ([`load_pair`]): they are always one commit's pair,
 //! and the counts it derives never go back (a reader between two stores
 //! would see a swap's jump without its length, and Prometheus reads a
-//! counter that falls as a restart). The 32-byte commits of the swap and
-//! the replace write the pair as one aligned 16-byte half.
+//! counter that falls as a restart). The drain writes the pair with one
+//! aligned 16-byte store; the swap and the replace write it as the upper,
+//! aligned half of their 32-byte commit, which the architecture promises
+//! to be one access only for 16-byte accesses, and which the CPUs with
+//! AVX write whole or in aligned 16-byte halves: were a half ever torn, a
+//! reader would see one wrong sum for that read, never a fault.
 //!
 //! 42 bits of operations wrap after 2^42 (about 2.4 hours of one class at
 //! 500 M operations a second on one CPU), so every reader rebuilds the
