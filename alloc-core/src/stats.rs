@@ -161,16 +161,17 @@ fn add_thread(stats: &mut CacheStats, view: SlotView) {
 /// The readings derived from the others.
 fn finish(class: SizeClass, stats: &mut CacheStats) {
     if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
+        let view = crate::percpu::view(class);
         // What the CPUs' pops and pushes counted (the threads count the
         // rest).
-        let counts = crate::percpu::class_counts(class);
-        stats.allocations = stats.allocations.wrapping_add(counts.allocs);
-        stats.frees = stats.frees.wrapping_add(counts.frees);
-        let (objects, min, max) = crate::percpu::view(class);
-        stats.thread_main_objects = stats.thread_main_objects.saturating_add(objects);
-        if max > 0 {
-            stats.sheaf_capacity_in_use_min = stats.sheaf_capacity_in_use_min.min(min);
-            stats.sheaf_capacity_in_use_max = stats.sheaf_capacity_in_use_max.max(max);
+        stats.allocations = stats.allocations.wrapping_add(view.counts.allocs);
+        stats.frees = stats.frees.wrapping_add(view.counts.frees);
+        stats.thread_main_objects = stats.thread_main_objects.saturating_add(view.objects);
+        if view.max_capacity > 0 {
+            stats.sheaf_capacity_in_use_min =
+                stats.sheaf_capacity_in_use_min.min(view.min_capacity);
+            stats.sheaf_capacity_in_use_max =
+                stats.sheaf_capacity_in_use_max.max(view.max_capacity);
         }
     }
     if stats.sheaf_capacity_in_use_max == 0 {

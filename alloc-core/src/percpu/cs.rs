@@ -206,6 +206,53 @@ macro_rules! descriptor {
     };
 }
 
+/// The record's word and jumps when its main sheaf gives way to one whose
+/// length and room are the word bits in `{$bits}` (`counts::sheaf_bits`):
+/// the jumps in `{$jumps}` lose the old length and gain the new one, and
+/// the word in `{$word}` keeps its operations and takes the new sheaf's
+/// part (`counts::replaced`, in the sections' registers). Clobbers
+/// `{$scratch}`; operands `len_mask` and `operations_only` must exist.
+macro_rules! replaced_word {
+    ($word:literal, $jumps:literal, $bits:literal, $scratch:literal) => {
+        concat!(
+            "mov {",
+            $scratch,
+            ":e}, {",
+            $word,
+            ":e}\n",
+            "and {",
+            $scratch,
+            ":e}, {len_mask}\n",
+            "sub {",
+            $jumps,
+            "}, {",
+            $scratch,
+            "}\n",
+            "mov {",
+            $scratch,
+            ":e}, {",
+            $bits,
+            ":e}\n",
+            "and {",
+            $scratch,
+            ":e}, {len_mask}\n",
+            "add {",
+            $jumps,
+            "}, {",
+            $scratch,
+            "}\n",
+            "and {",
+            $word,
+            "}, {operations_only}\n",
+            "or {",
+            $word,
+            "}, {",
+            $bits,
+            "}",
+        )
+    };
+}
+
 // The sections read these fields with fixed widths.
 const _: () = assert!(LEN == 0 && CAPACITY == 4);
 const _: () = assert!(SPARE == 8 && WORD == 16 && JUMPS == 24);
@@ -500,18 +547,15 @@ pub unsafe fn swap_spare(
                     "mov dword ptr [{main} + {len_off}], {len:e}",
                     "mov dword ptr [{main} + {capacity_off}], {t:e}",
                     "9:",
-                    // The jumps: less main's length, plus the spare's.
-                    "mov {t}, qword ptr [{at} + {jumps_off}]",
-                    "sub {t}, {len}",
+                    // The spare's length and room as word bits (`main`
+                    // is in `xmm1` already), then the word and the jumps.
                     "mov {len:e}, dword ptr [{spare} + {len_off}]",
-                    "add {t}, {len}",
-                    // The word: its operations, the spare's length and room.
-                    "and {word}, {operations_only}",
-                    "or {word}, {len}",
                     "mov {main:e}, {capacity:e}",
                     "sub {main:e}, {len:e}",
                     "shl {main:e}, {room_shift}",
-                    "or {word}, {main}",
+                    "or {main:e}, {len:e}",
+                    "mov {t}, qword ptr [{at} + {jumps_off}]",
+                    replaced_word!("word", "t", "main", "len"),
                     "vmovq xmm0, {word}",
                     "vpinsrq xmm0, xmm0, {t}, 1",
                     "vinsertf128 ymm0, ymm1, xmm0, 1",
@@ -690,24 +734,15 @@ pub unsafe fn replace_main(
     // SAFETY: as in `replace`; the commit is one 32-byte store of the
     // record (32-aligned: `ClassSlots`), every field a valid value: `new`,
     // the spare the section read, the word and the jumps computed from the
-    // ones it read. `ok` is scratch until the tail sets it. No vector
+    // ones it read. `ok` holds the new word until the tail sets it. No vector
     // value outlives the section (`vzeroupper` after it).
     unsafe {
         core::arch::asm!(
             replace_checks!(),
             "mov {old}, qword ptr [{cache} + {slot} + {word_off}]",
-            // The jumps: less the old length, plus the new one.
             "mov {tmp}, qword ptr [{cache} + {slot} + {jumps_off}]",
-            "mov {ok:e}, {old:e}",
-            "and {ok:e}, {len_mask}",
-            "sub {tmp}, {ok}",
-            "mov {ok:e}, {bits:e}",
-            "and {ok:e}, {len_mask}",
-            "add {tmp}, {ok}",
-            // The word: its operations and the new sheaf's part.
             "mov {ok}, {old}",
-            "and {ok}, {operations_only}",
-            "or {ok}, {bits}",
+            replaced_word!("ok", "tmp", "bits", "scratch"),
             "vmovq xmm0, {new}",
             "vpinsrq xmm0, xmm0, qword ptr [{cache} + {slot} + {spare_off}], 1",
             "vmovq xmm1, {ok}",
@@ -727,6 +762,7 @@ pub unsafe fn replace_main(
             old = out(reg) old,
             tmp = out(reg) _,
             cache = out(reg) _,
+            scratch = out(reg) _,
             out("ymm0") _,
             out("ymm1") _,
             stopped = const STOPPED,

@@ -773,15 +773,31 @@ pub(crate) fn cache_of(cpu: u32) -> Option<&'static CpuCache> {
     }
 }
 
-/// What statistics readers see of one class in the per-CPU caches: objects
-/// in main sheaves, and the smallest and largest capacity of a main sheaf
-/// in use (racy by design).
-pub(crate) fn view(class: SizeClass) -> (u64, u32, u32) {
-    let (mut objects, mut min, mut max) = (0u64, u32::MAX, 0u32);
+/// What readers see of one class in the per-CPU caches, in one walk over
+/// the CPUs: the allocations and frees the CPUs' pops and pushes made (what
+/// the threads count on their own, the slow paths' and the remote
+/// batches', is not in it), objects in main sheaves, and the smallest and
+/// largest capacity of a main sheaf in use (racy by design).
+pub(crate) struct ClassView {
+    pub(crate) counts: counts::Counts,
+    pub(crate) objects: u64,
+    pub(crate) min_capacity: u32,
+    pub(crate) max_capacity: u32,
+}
+
+/// The per-CPU caches' [`ClassView`] of `class`.
+pub(crate) fn view(class: SizeClass) -> ClassView {
+    let mut view = ClassView {
+        counts: counts::Counts::default(),
+        objects: 0,
+        min_capacity: u32::MAX,
+        max_capacity: 0,
+    };
     for cpu in 0..MAX_CPUS {
         let Some(cache) = published(cpu) else {
             continue;
         };
+        view.counts = view.counts.plus(counts::of(cache, class));
         let slots = cache.class(class);
         if slots.main.load(Ordering::Acquire) == empty_sheaf() {
             continue;
@@ -789,11 +805,14 @@ pub(crate) fn view(class: SizeClass) -> (u64, u32, u32) {
         // A racy snapshot of a word the owning CPU's sections write whole.
         let word = slots.word.load(Ordering::Relaxed);
         let (len, capacity) = (counts::len(word), counts::capacity(word));
-        objects = objects.saturating_add(u64::from(len));
-        min = min.min(capacity);
-        max = max.max(capacity);
+        view.objects = view.objects.saturating_add(u64::from(len));
+        view.min_capacity = view.min_capacity.min(capacity);
+        view.max_capacity = view.max_capacity.max(capacity);
     }
-    (objects, if max == 0 { 0 } else { min }, max)
+    if view.max_capacity == 0 {
+        view.min_capacity = 0;
+    }
+    view
 }
 
 /// The node the calling thread allocates on in per-CPU mode: its current
@@ -815,19 +834,6 @@ pub fn current_main_capacity(class: SizeClass) -> u32 {
     };
     // A racy snapshot of a word the CPU's sections write whole.
     counts::capacity(cache.class(class).word.load(Ordering::Relaxed))
-}
-
-/// Allocations and frees of `class` the CPUs' pops and pushes made, summed
-/// over every CPU (what the threads count on their own, the slow paths'
-/// and the remote batches', is not in it).
-pub(crate) fn class_counts(class: SizeClass) -> counts::Counts {
-    let mut total = counts::Counts::default();
-    for cpu in 0..MAX_CPUS {
-        if let Some(cache) = published(cpu) {
-            total = total.plus(counts::of(cache, class));
-        }
-    }
-    total
 }
 
 /// CPUs with a cache.

@@ -160,7 +160,7 @@ pub fn tick(now_ms: u64) {
     if crate::percpu::mode() == crate::percpu::CacheMode::PerCpu {
         // What the CPUs' pops and pushes counted.
         for (class, operations) in SizeClass::all().zip(operations.iter_mut()) {
-            *operations = operations.wrapping_add(crate::percpu::class_counts(class).operations());
+            *operations = operations.wrapping_add(crate::percpu::view(class).counts.operations());
         }
     }
     let elapsed_ms = now_ms.saturating_sub(book.last_ms);
