@@ -298,7 +298,7 @@ mod tests {
     /// A sheaf of class 5 holding the one object `cell`.
     fn sheaf_with(cell: *mut u8) -> NonNull<Sheaf> {
         let class = SizeClass::from_index(5).unwrap();
-        let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
+        let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4, Lane::ZERO).unwrap();
         // SAFETY: freshly taken and owned.
         assert!(unsafe { &mut *sheaf.as_ptr() }.push(cell));
         sheaf
@@ -405,8 +405,8 @@ mod tests {
         let class = SizeClass::from_index(5).unwrap();
         let (mine, other) = (Lane::of_cpu(0), Lane::of_cpu(1));
         let mut barn = Barn::new();
-        let ours = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
-        let theirs = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
+        let ours = SHEAF_POOL.take(class, NodeId::ZERO, 4, Lane::ZERO).unwrap();
+        let theirs = SHEAF_POOL.take(class, NodeId::ZERO, 4, Lane::ZERO).unwrap();
         // SAFETY: both freshly taken, owned and empty.
         unsafe {
             assert!(barn.put_empty(other, theirs).is_ok());
@@ -418,7 +418,7 @@ mod tests {
         assert_eq!(barn.take_empty(mine), Some(theirs));
         assert_eq!(barn.take_empty(mine), None);
         for _ in 0..BARN_EMPTY_MAX {
-            let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
+            let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4, Lane::ZERO).unwrap();
             // SAFETY: owned and empty.
             assert!(unsafe { barn.put_empty(mine, sheaf) }.is_ok());
         }

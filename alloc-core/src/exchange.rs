@@ -213,7 +213,7 @@ pub fn empty_sheaf<D: Depot>(depot: &D, node: NodeId, capacity: u32) -> Option<N
     let from_barn = barn.take_empty(lane);
     drop(barn);
     let Some(sheaf) = from_barn else {
-        return depot.pool().take(depot.class(), node, capacity);
+        return depot.pool().take(depot.class(), node, capacity, lane);
     };
     // SAFETY: the barn handed the (empty) sheaf to us; we use only what
     // `fit` returns.
@@ -237,7 +237,10 @@ pub unsafe fn fit<D: Depot>(depot: &D, sheaf: NonNull<Sheaf>, target: u32) -> No
     // SAFETY: duty 1: ours.
     let old = unsafe { &mut *sheaf.as_ptr() };
     if target > old.storage() {
-        if let Some(larger) = depot.pool().take(depot.class(), old.node, target) {
+        if let Some(larger) = depot
+            .pool()
+            .take(depot.class(), old.node, target, depot.lane())
+        {
             // SAFETY: just taken from the pool: ours, and not `sheaf`.
             let new = unsafe { &mut *larger.as_ptr() };
             // `new` has room for `target > storage >= len`: every object
@@ -441,7 +444,7 @@ mod tests {
     fn filled(depot: &TestDepot, capacity: u32, count: usize) -> NonNull<Sheaf> {
         let sheaf = depot
             .pool
-            .take(SizeClass::FIRST, NodeId::ZERO, capacity)
+            .take(SizeClass::FIRST, NodeId::ZERO, capacity, Lane::ZERO)
             .unwrap();
         for i in 0..count {
             // SAFETY: just taken: ours.
@@ -470,7 +473,10 @@ mod tests {
         assert!(depot.flushed.lock().unwrap().is_empty(), "nothing flushed");
         assert_eq!(resizes(&depot), 1);
         // The small sheaf went back to the pool's list of its size.
-        let again = depot.pool.take(SizeClass::FIRST, NodeId::ZERO, 64).unwrap();
+        let again = depot
+            .pool
+            .take(SizeClass::FIRST, NodeId::ZERO, 64, Lane::ZERO)
+            .unwrap();
         assert_eq!(again, small);
     }
 

@@ -106,6 +106,7 @@ pub mod arena;
 pub mod slab;
 
 pub mod sheaf;
+pub mod sheaf_pool;
 
 pub mod barn;
 

@@ -12,16 +12,19 @@
 //! it moves the objects into a larger sheaf (`exchange::fit`), which
 //! happens once per tier the capacity crosses.
 //!
-//! Sheaf memory comes from the OS through [`SheafPool`], never from the
-//! global allocator; a sheaf that is no longer needed goes back to the pool's
-//! free list of its size and is reused.
+//! Sheaf memory comes from the OS through [`SheafPool`] (`sheaf_pool.rs`),
+//! never from the global allocator; a sheaf that is no longer needed goes
+//! back to the pool's free list of its size and lane and is reused.
 
-use core::ptr::{self, NonNull};
+use core::ptr;
 
+use crate::lane::Lane;
 use crate::node::NodeId;
-use crate::os;
 use crate::size_class::SizeClass;
-use crate::sync::{LockRank, Mutex};
+
+pub use crate::sheaf_pool::SheafPool;
+#[cfg(not(loom))]
+pub use crate::sheaf_pool::SHEAF_POOL;
 
 /// Largest sheaf capacity any cache can be set to (4 under loom, so that
 /// its models reach every limit in a few steps). A power of two.
@@ -39,11 +42,6 @@ pub const SHEAF_STORAGE_MIN: u32 = 8;
 /// Smallest storage a sheaf is made with (a power of two).
 #[cfg(loom)]
 pub const SHEAF_STORAGE_MIN: u32 = 1;
-
-/// Storage sizes: every power of two from `SHEAF_STORAGE_MIN` to
-/// `SHEAF_CAPACITY_MAX`.
-const TIERS: usize =
-    (SHEAF_CAPACITY_MAX.trailing_zeros() - SHEAF_STORAGE_MIN.trailing_zeros()) as usize + 1;
 
 const _: () = assert!(SHEAF_CAPACITY_MAX.is_power_of_two() && SHEAF_STORAGE_MIN.is_power_of_two());
 const _: () = assert!(SHEAF_STORAGE_MIN <= SHEAF_CAPACITY_MAX);
@@ -72,6 +70,9 @@ pub struct Sheaf {
     pub node: NodeId,
     /// Class of the objects.
     pub class: SizeClass,
+    /// The lane whose pool part carved the sheaf, and whose free list it
+    /// goes back to (`sheaf_pool`).
+    lane: Lane,
     /// Of a per-CPU remote batch: the start of the arena region of its
     /// objects' home (their lane's region of their node), which the
     /// batch's push tests an object's address against, and whose lane's
@@ -97,6 +98,7 @@ impl Sheaf {
         next: ptr::null_mut(),
         node: NodeId::ZERO,
         class: SizeClass::FIRST,
+        lane: Lane::ZERO,
         batch_region_base: 0,
         batch_region_span: 0,
         storage: 0,
@@ -136,6 +138,43 @@ impl Sheaf {
     /// moving the objects to a larger sheaf.
     pub fn storage(&self) -> u32 {
         self.storage
+    }
+
+    /// The lane that carved the sheaf.
+    pub fn lane(&self) -> Lane {
+        self.lane
+    }
+
+    /// Writes the header of an empty sheaf for `class` and `node` with
+    /// `capacity` (lowered to `storage`) at `raw` (the pool's `take`).
+    ///
+    /// # Safety
+    ///
+    /// 1. `raw` is writable memory owned by the caller, aligned for
+    ///    `Sheaf`, [`Sheaf::bytes_for`]`(storage)` bytes long;
+    /// 2. `lane` is the lane whose pool part carved `raw` (a sheaf keeps
+    ///    it for life: the free list it goes back to).
+    pub(crate) unsafe fn init(
+        raw: *mut Sheaf,
+        class: SizeClass,
+        node: NodeId,
+        capacity: u32,
+        storage: u32,
+        lane: Lane,
+    ) {
+        // SAFETY: duty 1; writing the header only: `objects[..0]` needs no
+        // initialisation.
+        unsafe {
+            ptr::addr_of_mut!((*raw).len).write(0);
+            ptr::addr_of_mut!((*raw).capacity).write(capacity.min(storage));
+            ptr::addr_of_mut!((*raw).next).write(ptr::null_mut());
+            ptr::addr_of_mut!((*raw).node).write(node);
+            ptr::addr_of_mut!((*raw).class).write(class);
+            ptr::addr_of_mut!((*raw).lane).write(lane);
+            ptr::addr_of_mut!((*raw).batch_region_base).write(0);
+            ptr::addr_of_mut!((*raw).batch_region_span).write(0);
+            ptr::addr_of_mut!((*raw).storage).write(storage);
+        }
     }
 
     /// The first entry of the object storage, for the fast paths, which
@@ -254,187 +293,6 @@ impl Sheaf {
     }
 }
 
-/// Free-list pool of sheaf storage, fed by OS mappings.
-///
-/// Invariant: every sheaf on `free[t]` is owned by the pool and has the
-/// storage of tier `t` (`SHEAF_STORAGE_MIN << t` entries); `cursor..end`
-/// is mapped memory not yet handed out.
-pub struct SheafPool {
-    inner: Mutex<PoolInner>,
-}
-
-struct PoolInner {
-    /// Free sheaves, one list per storage size.
-    free: [*mut Sheaf; TIERS],
-    /// The newest mapped block; each block's first word links the one
-    /// mapped before it (its first sheaf-aligned slot is not handed out).
-    blocks: *mut u8,
-    cursor: usize,
-    end: usize,
-    mapped_bytes: u64,
-    sheaves: u64,
-}
-
-// SAFETY: the raw pointers in `PoolInner` point to pool-owned memory that is
-// only touched under the pool's lock.
-unsafe impl Send for PoolInner {}
-
-#[cfg(not(loom))]
-const POOL_BLOCK_BYTES: usize = 256 * 1024;
-/// Under loom each model execution makes its own pool: keep it small.
-#[cfg(loom)]
-const POOL_BLOCK_BYTES: usize = 4096;
-
-const _: () = assert!(
-    POOL_BLOCK_BYTES >= core::mem::size_of::<Sheaf>() + Sheaf::bytes_for(SHEAF_CAPACITY_MAX)
-);
-
-/// The free list a sheaf of `storage` entries belongs to.
-fn tier(storage: u32) -> usize {
-    (storage
-        .trailing_zeros()
-        .saturating_sub(SHEAF_STORAGE_MIN.trailing_zeros()) as usize)
-        .min(TIERS - 1)
-}
-
-impl SheafPool {
-    const EMPTY: PoolInner = PoolInner {
-        free: [ptr::null_mut(); TIERS],
-        blocks: ptr::null_mut(),
-        cursor: 0,
-        end: 0,
-        mapped_bytes: 0,
-        sheaves: 0,
-    };
-
-    /// An empty pool.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        Self {
-            inner: Mutex::new(LockRank::Pool, Self::EMPTY),
-        }
-    }
-
-    /// An empty pool (not `const` under loom, whose locks are not).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Self {
-            inner: Mutex::new(LockRank::Pool, Self::EMPTY),
-        }
-    }
-
-    /// Takes an empty sheaf for `class` and `node` with `capacity` (and
-    /// the storage [`Sheaf::storage_for`] gives it), or `None` if the OS
-    /// refuses memory.
-    pub fn take(&self, class: SizeClass, node: NodeId, capacity: u32) -> Option<NonNull<Sheaf>> {
-        let storage = Sheaf::storage_for(capacity);
-        let tier = tier(storage);
-        let raw = {
-            let mut inner = self.inner.lock();
-            let list = inner.free.get_mut(tier).filter(|list| !list.is_null());
-            if let Some(list) = list {
-                let head = *list;
-                // SAFETY: sheaves on a free list are pool-owned (invariant).
-                *list = unsafe { (*head).next };
-                head
-            } else {
-                let size = Sheaf::bytes_for(storage);
-                if inner.end.wrapping_sub(inner.cursor) < size {
-                    let block = os::map(POOL_BLOCK_BYTES, os::page_size())?;
-                    // SAFETY: a fresh, page-aligned mapping of
-                    // POOL_BLOCK_BYTES: its first word is ours to write.
-                    unsafe { block.as_ptr().cast::<*mut u8>().write(inner.blocks) };
-                    inner.blocks = block.as_ptr();
-                    inner.cursor =
-                        (block.as_ptr() as usize).wrapping_add(core::mem::size_of::<Sheaf>());
-                    inner.end = (block.as_ptr() as usize).wrapping_add(POOL_BLOCK_BYTES);
-                    inner.mapped_bytes = inner.mapped_bytes.wrapping_add(POOL_BLOCK_BYTES as u64);
-                }
-                let sheaf = inner.cursor as *mut Sheaf;
-                inner.cursor = inner.cursor.wrapping_add(size);
-                inner.sheaves = inner.sheaves.wrapping_add(1);
-                sheaf
-            }
-        };
-        // SAFETY: `raw` is pool memory now owned by the caller, aligned for
-        // `Sheaf` (blocks are page-aligned, every size a multiple of 64),
-        // `bytes_for(storage)` long. Writing the header only:
-        // `objects[..0]` needs no initialisation.
-        unsafe {
-            ptr::addr_of_mut!((*raw).len).write(0);
-            ptr::addr_of_mut!((*raw).capacity).write(capacity.min(storage));
-            ptr::addr_of_mut!((*raw).next).write(ptr::null_mut());
-            ptr::addr_of_mut!((*raw).node).write(node);
-            ptr::addr_of_mut!((*raw).class).write(class);
-            ptr::addr_of_mut!((*raw).batch_region_base).write(0);
-            ptr::addr_of_mut!((*raw).batch_region_span).write(0);
-            ptr::addr_of_mut!((*raw).storage).write(storage);
-        }
-        NonNull::new(raw)
-    }
-
-    /// Gives back an empty sheaf.
-    ///
-    /// # Safety
-    ///
-    /// 1. `sheaf` came from `take` of this pool, is empty, and the caller
-    ///    owns it and will not touch it again.
-    pub unsafe fn give(&self, sheaf: NonNull<Sheaf>) {
-        // SAFETY: duty 1: the caller owns the sheaf.
-        let tier = tier(unsafe { sheaf.as_ref() }.storage);
-        let mut inner = self.inner.lock();
-        if let Some(list) = inner.free.get_mut(tier) {
-            // SAFETY: duty 1: the caller hands over ownership; the sheaf
-            // joins the list of its storage (pool invariant).
-            unsafe { (*sheaf.as_ptr()).next = *list };
-            *list = sheaf.as_ptr();
-        }
-    }
-
-    /// Bytes mapped for sheaves, and sheaves carved, since start.
-    pub fn usage(&self) -> (u64, u64) {
-        let inner = self.inner.lock();
-        (inner.mapped_bytes, inner.sheaves)
-    }
-
-    /// The lock, for the fork handlers.
-    #[cfg(not(loom))]
-    pub(crate) fn raw_lock(&self) -> &crate::sync::RawLock {
-        self.inner.raw()
-    }
-}
-
-/// A pool that goes away unmaps its blocks (the engine's pool is a static
-/// and never does; pools of tests and models do). Every sheaf it handed
-/// out goes with them.
-impl Drop for SheafPool {
-    fn drop(&mut self) {
-        let mut inner = self.inner.lock();
-        let mut block = inner.blocks;
-        inner.blocks = ptr::null_mut();
-        drop(inner);
-        while let Some(live) = NonNull::new(block) {
-            // SAFETY: the first word of each block links the previous one
-            // (written when it was mapped).
-            block = unsafe { live.as_ptr().cast::<*mut u8>().read() };
-            // SAFETY: `live` is a mapping of POOL_BLOCK_BYTES made by
-            // `os::map` in `take`; `&mut self` means no one can take a
-            // sheaf from it any more.
-            unsafe { os::unmap(live, POOL_BLOCK_BYTES) };
-        }
-    }
-}
-
-impl Default for SheafPool {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// The process-wide sheaf pool.
-#[cfg(not(loom))]
-pub static SHEAF_POOL: SheafPool = SheafPool::new();
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -443,8 +301,8 @@ mod tests {
     fn move_top_to_moves_the_most_recent_objects_in_order_up_to_the_room() {
         let pool = SheafPool::new();
         let class = SizeClass::FIRST;
-        let mut from = pool.take(class, NodeId::ZERO, 16).unwrap();
-        let mut to = pool.take(class, NodeId::ZERO, 16).unwrap();
+        let mut from = pool.take(class, NodeId::ZERO, 16, Lane::ZERO).unwrap();
+        let mut to = pool.take(class, NodeId::ZERO, 16, Lane::ZERO).unwrap();
         // SAFETY: both taken above: ours, and not aliased.
         let (from, to) = unsafe { (from.as_mut(), to.as_mut()) };
         // Stand-ins for objects: distinct, non-null, never dereferenced.
@@ -471,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn storage_comes_in_powers_of_two_and_each_size_is_reused_for_its_own() {
+    fn storage_comes_in_powers_of_two_and_whole_lines() {
         assert_eq!(Sheaf::storage_for(0), SHEAF_STORAGE_MIN);
         assert_eq!(Sheaf::storage_for(64), 64);
         assert_eq!(Sheaf::storage_for(65), 128);
@@ -484,36 +342,12 @@ mod tests {
         assert_eq!(Sheaf::bytes_for(8), 128);
         assert_eq!(Sheaf::bytes_for(64), 576);
         assert_eq!(Sheaf::bytes_for(1024), 8256);
-        let pool = SheafPool::new();
-        let class = SizeClass::FIRST;
-        let small = pool.take(class, NodeId::ZERO, 60).unwrap();
-        let large = pool.take(class, NodeId::ZERO, 1000).unwrap();
-        // SAFETY: both taken above: ours.
-        let (s, l) = unsafe { (small.as_ref(), large.as_ref()) };
-        assert_eq!(
-            (s.storage(), s.capacity, l.storage(), l.capacity),
-            (64, 60, 1024, 1000)
-        );
-        // Carved one after the other: each gets the bytes of its storage.
-        assert_eq!(
-            large.as_ptr() as usize - small.as_ptr() as usize,
-            Sheaf::bytes_for(64)
-        );
-        // SAFETY: empty, ours, not used again.
-        unsafe { pool.give(large) };
-        // A sheaf of another size does not take the freed large one...
-        let other = pool.take(class, NodeId::ZERO, 64).unwrap();
-        assert_ne!(other, large);
-        // ...one of its size does.
-        assert_eq!(pool.take(class, NodeId::ZERO, 513).unwrap(), large);
-        let (mapped, carved) = pool.usage();
-        assert_eq!((mapped, carved), (POOL_BLOCK_BYTES as u64, 3));
     }
 
     #[test]
     fn push_pop_respects_capacity_and_order() {
         let class = SizeClass::from_index(3).unwrap();
-        let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4).unwrap();
+        let sheaf = SHEAF_POOL.take(class, NodeId::ZERO, 4, Lane::ZERO).unwrap();
         // SAFETY: we own the sheaf taken above.
         let sheaf_ref = unsafe { &mut *sheaf.as_ptr() };
         let mut cells = [0u8; 5];
@@ -530,7 +364,7 @@ mod tests {
         while sheaf_ref.pop().is_some() {}
         // SAFETY: empty and owned; not used afterwards.
         unsafe { SHEAF_POOL.give(sheaf) };
-        let again = SHEAF_POOL.take(class, NodeId::ZERO, 8).unwrap();
+        let again = SHEAF_POOL.take(class, NodeId::ZERO, 8, Lane::ZERO).unwrap();
         // SAFETY: freshly taken, owned.
         assert_eq!(unsafe { again.as_ref() }.capacity, 8);
         // SAFETY: empty, owned, not used afterwards.

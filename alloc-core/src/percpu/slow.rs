@@ -729,10 +729,12 @@ unsafe fn free_remote(here: &Here<'_>, depot: &ClassDepot, object: *mut u8, home
         return true;
     }
     let batch = here.load(Slot::Remote);
-    let Some(fresh) = depot
-        .pool()
-        .take(depot.class(), home.node, depot.sheaf_capacity())
-    else {
+    let Some(fresh) = depot.pool().take(
+        depot.class(),
+        home.node,
+        depot.sheaf_capacity(),
+        depot.lane(),
+    ) else {
         // No memory for a batch: send the object home alone.
         // SAFETY: duty 2: a free object whose home is `home.node`.
         unsafe { depot.flush(home.node, &[object]) };

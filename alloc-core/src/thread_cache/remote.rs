@@ -37,7 +37,7 @@ impl ClassSheaves<'_> {
         if batch.is_null() {
             match depot
                 .pool()
-                .take(depot.class(), home, depot.sheaf_capacity())
+                .take(depot.class(), home, depot.sheaf_capacity(), depot.lane())
             {
                 Some(sheaf) => {
                     batch = sheaf.as_ptr();
