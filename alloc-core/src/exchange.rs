@@ -389,6 +389,7 @@ mod tests {
         counters: CacheCounters,
         remote_frees: RemoteFrees,
         flushed: std::sync::Mutex<Vec<*mut u8>>,
+        lane: Lane,
     }
 
     impl TestDepot {
@@ -400,6 +401,7 @@ mod tests {
                 counters: CacheCounters::new(),
                 remote_frees: RemoteFrees::new(),
                 flushed: std::sync::Mutex::new(Vec::new()),
+                lane: Lane::ZERO,
             }
         }
     }
@@ -414,7 +416,7 @@ mod tests {
             &self.barn
         }
         fn lane(&self) -> Lane {
-            Lane::ZERO
+            self.lane
         }
         fn refill(&self, _node: NodeId, _out: &mut [*mut u8]) -> usize {
             0
@@ -478,6 +480,22 @@ mod tests {
             .take(SizeClass::FIRST, NodeId::ZERO, 64, Lane::ZERO)
             .unwrap();
         assert_eq!(again, small);
+    }
+
+    #[test]
+    fn new_sheaves_come_from_the_pool_part_of_the_depots_lane() {
+        let mut depot = TestDepot::new(64);
+        depot.lane = Lane::of_cpu(3);
+        // The barn has no empty sheaf: a new one, carved by the lane.
+        let empty = empty_sheaf(&depot, NodeId::ZERO, 64).unwrap();
+        // SAFETY: ours.
+        assert_eq!(unsafe { empty.as_ref() }.lane(), Lane::of_cpu(3));
+        // A raise past its storage moves into a sheaf of the same lane.
+        // SAFETY: ours, empty; only the returned sheaf is used afterwards.
+        let larger = unsafe { fit(&depot, empty, 512) };
+        assert_ne!(larger, empty);
+        // SAFETY: ours.
+        assert_eq!(unsafe { larger.as_ref() }.lane(), Lane::of_cpu(3));
     }
 
     #[test]
