@@ -53,7 +53,8 @@ const _: () = assert!(SHEAF_STORAGE_MIN <= SHEAF_CAPACITY_MAX);
 /// memory (a pool sheaf's block holds [`Sheaf::bytes_for`]`(storage)`
 /// bytes; the shared empty stand-in has `storage == 0`); `objects[..len]`
 /// are distinct free objects of size class `class` whose home is `node`
-/// (arena addresses, so never null).
+/// (arena addresses, so never null); `lane` is the lane whose pool part
+/// carved the sheaf, fixed for its life.
 /// A sheaf has exactly one owner at a time (a thread's main, spare or
 /// remote slot, a barn stack, or the pool), and only the owner touches it;
 /// ownership moves under the barn or pool lock.
