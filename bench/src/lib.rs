@@ -10,6 +10,7 @@ pub mod budget;
 pub mod instructions;
 pub mod kernels;
 pub mod peers;
+pub mod probe;
 pub mod record;
 pub mod service;
 pub mod summary;

@@ -23,50 +23,18 @@
 //! what lies next to them: where the round trip is long, a line that the
 //! prefetchers pull from the other core costs a round trip each time.
 
-use std::alloc::{alloc, dealloc, Layout};
-use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+
+use sheafalloc_bench::probe::{arg, burst, HEADER};
 
 #[global_allocator]
 static GLOBAL: sheafalloc::SheafAlloc = sheafalloc::SheafAlloc::new();
 
 const BURST: usize = 256;
-const HEADER: usize = 64;
 const BURSTS_PER_SEGMENT: u32 = 20_000;
 const BOUNCES: u64 = 20_000;
-
-fn arg(n: usize, default: u64) -> u64 {
-    std::env::args()
-        .nth(n)
-        .map(|s| s.parse().expect("arguments are numbers"))
-        .unwrap_or(default)
-}
-
-/// One burst: allocate, write the header (size, then a tag), free in
-/// allocation order reading the size back.
-fn burst(buffers: &mut [*mut u8], size: usize) {
-    let layout = Layout::from_size_align(size, 8).expect("a valid size");
-    for slot in buffers.iter_mut() {
-        // SAFETY: `layout` has a non-zero size.
-        let object = unsafe { alloc(layout) };
-        assert!(!object.is_null(), "out of memory");
-        // SAFETY: a fresh block of `size >= HEADER` bytes, 8-aligned.
-        unsafe {
-            object.cast::<u32>().write(size as u32);
-            object.add(4).write_bytes(0x5a, HEADER - 4);
-        }
-        *slot = object;
-    }
-    for &object in black_box(&*buffers).iter() {
-        // SAFETY: written above; freed once, with the layout it came from.
-        unsafe {
-            let size = object.cast::<u32>().read() as usize;
-            dealloc(object, Layout::from_size_align_unchecked(size, 8));
-        }
-    }
-}
 
 /// A counter alone on its cache line pair.
 #[repr(align(128))]
