@@ -180,16 +180,13 @@ impl SheafPool {
         let tier = tier(storage);
         let (raw, carved_by) = {
             let mut inner = self.inner.lock();
-            let free = lane_part(&mut inner.lanes, lane)
-                .pop(tier)
-                .map(|sheaf| (sheaf, lane))
-                .or_else(|| {
-                    Lane::all().find_map(|other| {
-                        lane_part(&mut inner.lanes, other)
-                            .pop(tier)
-                            .map(|sheaf| (sheaf, other))
-                    })
-                });
+            // The own lane first, then every lane in turn (the own one
+            // again, empty by then).
+            let free = core::iter::once(lane).chain(Lane::all()).find_map(|from| {
+                lane_part(&mut inner.lanes, from)
+                    .pop(tier)
+                    .map(|sheaf| (sheaf, from))
+            });
             match free {
                 Some(found) => found,
                 None => (inner.carve(lane, Sheaf::bytes_for(storage))?, lane),
