@@ -16,6 +16,7 @@ mod report;
 mod results_file;
 mod suite;
 mod sweep;
+mod sweep_merge;
 mod tuning;
 mod workloads;
 

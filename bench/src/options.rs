@@ -52,6 +52,10 @@ usage:
   sheafalloc-bench tuning|modes --replay RESULTS.jsonl
       remakes a sweep's report (and, for a full run, its README table)
       from its results file, without running anything
+  sheafalloc-bench tuning|modes --merge PART.jsonl,PART.jsonl,...
+      merges partial sweeps (--only) that together cover every workload
+      once into bench/results/tuning.jsonl (or modes.jsonl), then makes
+      its report and README table as --replay does
   sheafalloc-bench report [RESULTS.jsonl] [--readme FILE]... [--no-readme]
           [--region NAME]...
       regenerates the report and chart of a results file (default:
@@ -176,6 +180,9 @@ pub struct SweepOptions {
     pub only: Option<Vec<ServiceWorkload>>,
     /// Remake the report from this results file instead of running.
     pub replay: Option<std::path::PathBuf>,
+    /// Merge these partial sweeps' results files into the whole sweep's
+    /// (`sweep_merge`) and make its report, instead of running.
+    pub merge: Option<Vec<std::path::PathBuf>>,
     /// The gate in front of every cross-thread run, if asked for.
     pub gate: Option<QuietGate>,
     /// Pairs of the paired confirmation after the sweep (`tuning`: `auto`
@@ -195,6 +202,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         fixed_warmup: None,
         only: None,
         replay: None,
+        merge: None,
         gate: None,
         confirm: 0,
         against: None,
@@ -240,10 +248,17 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
                 let file = args.next().ok_or("--replay needs a results file")?;
                 options.replay = Some(file.into());
             }
+            "--merge" => {
+                let value = args.next().ok_or("--merge needs results files")?;
+                options.merge = Some(value.split(',').map(Into::into).collect());
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     options.gate = gate.finish()?;
+    if options.merge.is_some() && (options.replay.is_some() || options.only.is_some()) {
+        return Err("--merge makes the whole sweep: give neither --replay nor --only".into());
+    }
     if options.against.is_some() && options.confirm == 0 {
         return Err(
             "--against names what the confirmation runs against: give --confirm PAIRS too".into(),

@@ -553,7 +553,8 @@ fn confirm(
     }
 }
 
-/// The sweep `options` ask for: read back from `--replay`'s file, or run.
+/// The sweep `options` ask for: merged from `--merge`'s files, read back
+/// from `--replay`'s, or run.
 pub fn run_or_replay(
     name: &str,
     options: &SweepOptions,
@@ -561,6 +562,14 @@ pub fn run_or_replay(
     default_workloads: &[Workload],
     challenger: &dyn Fn(&Sweep, usize) -> Option<usize>,
 ) -> Sweep {
+    if let Some(files) = &options.merge {
+        let merged = crate::sweep_merge::merge(name, files, default_workloads)
+            .and_then(|path| load(&path, configs));
+        return merged.unwrap_or_else(|error| {
+            eprintln!("sheafalloc-bench {name} --merge: {error}");
+            std::process::exit(1);
+        });
+    }
     match &options.replay {
         Some(file) => load(file, configs).unwrap_or_else(|error| {
             eprintln!("sheafalloc-bench {name} --replay: {error}");
@@ -721,6 +730,7 @@ mod tests {
             seconds: 2.0,
             only: None,
             replay: None,
+            merge: None,
             gate: None,
             confirm: 0,
             against: None,
