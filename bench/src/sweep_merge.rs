@@ -177,7 +177,10 @@ mod tests {
         let configs = vec![Config::new("a", &[]), Config::new("b", &[])];
         let sweep = load(&out, configs).expect("the merged file replays");
         assert_eq!(sweep.workloads, ROWS.to_vec(), "rows in the sweep's order");
-        assert_eq!(sweep.stem, "tuning", "a full sweep's stem: the README table");
+        assert_eq!(
+            sweep.stem, "tuning",
+            "a full sweep's stem: the README table"
+        );
         // Every run kept, under its own row: fifo-256 was p1's first row.
         assert_eq!(sweep.median(2, 0), Some(1.0));
         assert_eq!(sweep.median(0, 1), Some(11.0));

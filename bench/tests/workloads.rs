@@ -48,10 +48,21 @@ fn churn_counts_objects() {
 #[test]
 fn handoff_delivers_every_packet_intact() {
     for shape in [handoff::ONE_TO_ONE, handoff::FOUR_TO_FOUR, handoff::BURSTY] {
-        let outcome = with_work(|b| handoff::run(shape, b), |o| o.window.operations);
+        let outcome = with_work(
+            |b| handoff::run(shape, b),
+            |o| o.window.operations.min(o.strides.judged),
+        );
         assert_eq!(outcome.verify(), Ok(()), "{shape:?}");
         assert!(outcome.window.operations > 0);
         assert!(outcome.received.packets >= outcome.window.operations);
+        // The producers judged their packets' order in the window, and
+        // only there: never more packets than they sent.
+        let strides = outcome.strides;
+        assert!(
+            strides.judged > 0 && strides.kept <= strides.judged,
+            "{strides:?}"
+        );
+        assert!(strides.judged < outcome.sent.packets, "{strides:?}");
     }
 }
 

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::packet::{self, Checksum};
 use super::progress::{Budget, Progress, Window};
 use super::rng::Rng;
+use super::strides::Strides;
 use crate::sync::mpmc::MpmcRing;
 use crate::sync::spin::Backoff;
 
@@ -88,6 +89,8 @@ pub struct Outcome {
     pub corrupt: u64,
     /// Waits, whole run (see the module's text).
     pub waits: Waits,
+    /// The producers' packets' address order in the window (`strides`).
+    pub strides: Strides,
 }
 
 /// How often each side found the ring unable to serve it (whole run).
@@ -132,10 +135,12 @@ pub fn run(shape: Shape, budget: &Budget) -> Outcome {
             .collect();
         let window = progress.measure(budget);
         let (mut sent, mut waits) = (Checksum::default(), Waits::default());
+        let mut strides = Strides::default();
         for producer in producers {
-            let (packets, full) = producer.join().expect("producers do not panic");
+            let (packets, full, order) = producer.join().expect("producers do not panic");
             sent.merge(packets);
             waits.full += full;
+            strides.merge(order);
         }
         let (mut received, mut corrupt) = (Checksum::default(), 0);
         for consumer in consumers {
@@ -150,29 +155,36 @@ pub fn run(shape: Shape, budget: &Budget) -> Outcome {
             received,
             corrupt,
             waits,
+            strides,
         }
     })
 }
 
 /// Producer `id`: allocates and pushes bursts until the window closes;
-/// returns the checksum of what it sent and its pushes that found the
-/// ring full.
+/// returns the checksum of what it sent, its pushes that found the ring
+/// full and its packets' address order in the window.
 fn produce(
     id: u32,
     shape: Shape,
     ring: &MpmcRing,
     progress: &Progress,
     producing: &AtomicUsize,
-) -> (Checksum, u64) {
+) -> (Checksum, u64, Strides) {
     let mut rng = Rng::new(0x4a4d_0ff0 + u64::from(id));
     let mut burst = [std::ptr::null_mut::<u8>(); MAX_BURST];
     let mut sent = Checksum::default();
     let (mut sequence, mut full) = (0u64, 0u64);
+    let mut strides = Strides::default();
     while !progress.stopped() {
         let len = rng.range(shape.burst.0, shape.burst.1);
+        let in_window = progress.opened();
         for slot in &mut burst[..len] {
-            let size = packet::SIZES[rng.range(0, packet::SIZES.len() - 1)];
+            let which = rng.range(0, packet::SIZES.len() - 1);
+            let size = packet::SIZES[which];
             *slot = packet::new(size, id, sequence);
+            if in_window {
+                strides.see(which, *slot as usize);
+            }
             sent.add(size, id, sequence);
             sequence += 1;
         }
@@ -186,7 +198,7 @@ fn produce(
         }
     }
     producing.fetch_sub(1, Ordering::Release);
-    (sent, full)
+    (sent, full, strides)
 }
 
 /// Consumer `id`: pops up to a burst, checks and frees it, until every

@@ -21,6 +21,7 @@ pub mod packet;
 pub mod progress;
 pub mod rng;
 pub mod single_thread;
+pub mod strides;
 pub mod tcp_rr;
 pub mod tx;
 pub mod udp_echo;
@@ -311,7 +312,8 @@ fn handoff_outcome(
         .set("burst", format!("{}..{}", shape.burst.0, shape.burst.1))
         .set("packets_checked", outcome.received.packets)
         .set("ring_full_waits", outcome.waits.full)
-        .set("ring_empty_waits", outcome.waits.empty);
+        .set("ring_empty_waits", outcome.waits.empty)
+        .set_f64("stride_kept", outcome.strides.share(), 3);
     Ok(())
 }
 

@@ -28,6 +28,7 @@ struct Padded(AtomicU64);
 #[derive(Debug)]
 pub struct Progress {
     counters: Box<[Padded]>,
+    open: AtomicBool,
     stop: AtomicBool,
 }
 
@@ -62,6 +63,7 @@ impl Progress {
     pub fn new(workers: usize) -> Self {
         Self {
             counters: (0..workers).map(|_| Padded::default()).collect(),
+            open: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         }
     }
@@ -77,6 +79,13 @@ impl Progress {
     #[inline]
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Whether the window has opened (the warm-up is over): for what a
+    /// worker observes of the window alone, besides its count.
+    #[inline]
+    pub fn opened(&self) -> bool {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// Tells the workers to finish now (also on an early error).
@@ -98,6 +107,7 @@ impl Progress {
         std::thread::sleep(Duration::from_secs_f64(budget.warmup));
         super::global::window_edge();
         let (start, before) = (Instant::now(), self.total());
+        self.open.store(true, Ordering::Relaxed);
         std::thread::sleep(Duration::from_secs_f64(budget.seconds));
         let (seconds, after) = (start.elapsed().as_secs_f64(), self.total());
         super::global::window_edge();
