@@ -9,8 +9,10 @@
 //! sheaf in reverse), the hardware prefetchers follow the stride and fetch
 //! the next packets' lines from the other core ahead of the reads; where
 //! the order is scattered, every read waits for its line. With the vCPUs
-//! far apart that wait is most of a packet's time (docs/PERFORMANCE.md,
-//! "The hand-off's packets in address order"). The share is computed per
+//! far apart, a fully scattered order cost sheafalloc's steady hand-off
+//! about a quarter of its throughput (docs/PERFORMANCE.md, "The
+//! hand-off's packets in address order"). A step is a distance, so a
+//! run read backwards keeps it too. The share is computed per
 //! size (the four sizes interleave at random) over the measured window
 //! and reported as `stride_kept` beside each hand-off's result.
 
