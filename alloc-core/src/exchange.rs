@@ -113,6 +113,7 @@ pub unsafe fn take_full<D: Depot>(
         unsafe { depot.pool().give(refused) };
     }
     count_take(depot, Some(taken));
+    order_if_stolen(full, taken);
     Ok(full)
 }
 
@@ -125,7 +126,23 @@ pub fn take_full_alone<D: Depot>(depot: &D, node: NodeId) -> Option<NonNull<Shea
     let full = barn.take_full(lane);
     drop(barn);
     count_take(depot, full.map(|(_, taken)| taken));
-    full.map(|(sheaf, _)| sheaf)
+    full.map(|(sheaf, taken)| {
+        order_if_stolen(sheaf, taken);
+        sheaf
+    })
+}
+
+/// Puts a full sheaf just taken from another lane's stack in ascending
+/// pop order ([`Sheaf::order_for_ascending_pops`]): the point where a
+/// hand-off's objects cross to the CPU that allocates them. A sheaf of the
+/// taker's own lane holds what its CPU freed and is left as it is. Called
+/// with no lock held.
+fn order_if_stolen(full: NonNull<Sheaf>, taken: Taken) {
+    if taken == Taken::Stolen {
+        // SAFETY: just taken from the barn: the caller owns it, and
+        // nothing else reaches it until the caller installs it.
+        unsafe { (*full.as_ptr()).order_for_ascending_pops() };
+    }
 }
 
 /// Counts a take of a full sheaf: a hit (and a steal when it was another
@@ -528,6 +545,44 @@ mod tests {
         // SAFETY: ours.
         let again = unsafe { fit(&depot, same, 64) };
         assert_eq!((again, resizes(&depot)), (same, 1));
+    }
+
+    #[test]
+    fn a_stolen_full_sheaf_pops_in_ascending_order_and_an_own_one_as_freed() {
+        // Freed out of address order, as a hand-off's consumer frees.
+        let freed = [5, 1, 7, 0, 3, 6, 2, 4];
+        let mut depot = TestDepot::new(8);
+        // One more than a surplus: after the own lane takes one back, the
+        // stack is still one.
+        for _ in 0..=crate::barn::STEAL_MIN {
+            let sheaf = filled(&depot, 8, 0);
+            for i in freed {
+                // SAFETY: just taken: ours.
+                assert!(unsafe { (*sheaf.as_ptr()).push(fake(i)) });
+            }
+            // SAFETY: ours, full, this barn's node and class.
+            assert!(unsafe { depot.barn.lock().put_full(Lane::ZERO, sheaf) }.is_ok());
+        }
+        let as_freed: Vec<*mut u8> = freed.into_iter().map(fake).collect();
+        // The lane that freed them takes one back: untouched.
+        let own = take_full_alone(&depot, NodeId::ZERO).unwrap();
+        // SAFETY: ours.
+        assert_eq!(unsafe { own.as_ref() }.held(), &as_freed[..]);
+        // Another lane steals one: its pops come in ascending address
+        // order, the same objects.
+        depot.lane = Lane::of_cpu(1);
+        assert_ne!(depot.lane, Lane::ZERO);
+        let empty = filled(&depot, 8, 0);
+        // SAFETY: `empty` is ours, empty, this barn's node and class.
+        let stolen = unsafe { take_full(&depot, NodeId::ZERO, empty) }.unwrap();
+        assert_eq!(depot.counters.barn_lane_steals.load(Relaxed), 1);
+        // SAFETY: ours.
+        let sheaf = unsafe { &mut *stolen.as_ptr() };
+        let mut popped = Vec::new();
+        while let Some(object) = sheaf.pop() {
+            popped.push(object);
+        }
+        assert_eq!(popped, (0..8).map(fake).collect::<Vec<_>>());
     }
 
     #[test]
