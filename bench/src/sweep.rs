@@ -579,22 +579,30 @@ pub fn run_or_replay(
     }
 }
 
-/// A sweep read back from its results file (`--replay`): the header line
-/// `run` writes first (stem, provenance, workloads), then one line per run.
-pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, String> {
+/// A results file's header line (the JSON object `run` writes first:
+/// stem, provenance, workloads) and its other non-empty lines, one per
+/// run, as written.
+pub fn read_results(path: &std::path::Path) -> Result<(serde_json::Value, Vec<String>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let bad = |n: usize, what: &str| format!("{}: line {n}: {what}", path.display());
     let header: serde_json::Value = lines
         .next()
         .and_then(|l| serde_json::from_str(l).ok())
         .filter(|h: &serde_json::Value| h["kind"] == "header")
         .ok_or_else(|| {
-            bad(
-                1,
-                "no header line (a file written before --replay existed?)",
+            format!(
+                "{}: line 1: no header line (a file written before --replay existed?)",
+                path.display()
             )
         })?;
+    Ok((header, lines.map(str::to_owned).collect()))
+}
+
+/// A sweep read back from its results file (`--replay`): the header line
+/// `run` writes first (stem, provenance, workloads), then one line per run.
+pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, String> {
+    let (header, lines) = read_results(path)?;
+    let bad = |n: usize, what: &str| format!("{}: line {n}: {what}", path.display());
     let field = |key: &str| header[key].as_str().map(str::to_owned);
     let workloads = header["workloads"]
         .as_array()
@@ -607,7 +615,7 @@ pub fn load(path: &std::path::Path, configs: Vec<Config>) -> Result<Sweep, Strin
         .ok_or_else(|| bad(1, "the header lists no workloads"))?;
     let mut results: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
     let mut confirmations: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
-    for (i, line) in lines.enumerate() {
+    for (i, line) in lines.iter().enumerate() {
         let n = i + 2;
         let run: serde_json::Value =
             serde_json::from_str(line).map_err(|e| bad(n, &e.to_string()))?;

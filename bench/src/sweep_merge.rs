@@ -29,13 +29,7 @@ struct Part {
 }
 
 fn read_part(file: &Path) -> Result<Part, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: serde_json::Value = lines
-        .next()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .filter(|h: &serde_json::Value| h["kind"] == "header")
-        .ok_or_else(|| format!("{}: line 1: no header line", file.display()))?;
+    let (header, runs) = crate::sweep::read_results(file)?;
     let provenance = header["provenance"]
         .as_str()
         .ok_or_else(|| format!("{}: the header has no provenance", file.display()))?
@@ -51,7 +45,7 @@ fn read_part(file: &Path) -> Result<Part, String> {
         file: file.to_owned(),
         provenance,
         workloads,
-        runs: lines.map(str::to_owned).collect(),
+        runs,
     })
 }
 
