@@ -9,19 +9,23 @@
 //! A tuner tick reads every cache's slow-path counters (atomics), takes one
 //! pass over the thread registry to add up allocations and frees, hands
 //! each unpinned cache's sample to `tuner::decide`, and applies what it
-//! decides. A lower capacity is pushed into every live thread's fast path
-//! at once ([`clamp_threads`]); a higher one is picked up at each thread's
-//! next exchange, which a thread that needs it reaches within one sheaf of
-//! operations.
+//! decides ([`enact`]). A lower capacity is pushed into every live
+//! thread's fast path at once ([`clamp_threads`]); a higher one is picked
+//! up at each thread's next exchange, which a thread that needs it reaches
+//! within one sheaf of operations, and empties the class's barns into the
+//! slabs ([`regather`]), so that the sheaves of the new capacity gather
+//! whole slabs.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::registry::with_threads;
-use crate::cache::{self, cache};
+use crate::cache::{self, cache, ClassDepot};
+use crate::exchange;
+use crate::node::NodeId;
 use crate::os;
 use crate::size_class::{SizeClass, NUM_CLASSES};
 use crate::sync::{LockRank, Mutex};
-use crate::tuner::{self, Bounds, Sample, TunerState};
+use crate::tuner::{self, Bounds, Decision, Sample, TunerState};
 
 /// How often the tick runs.
 pub const TICK_MS: u64 = 500;
@@ -197,10 +201,51 @@ pub fn tick(now_ms: u64) {
         };
         let capacity = cache(class).sheaf_capacity(class);
         if let Some(decision) = tuner::decide(state, capacity, sample, bounds) {
-            if cache::apply_decision(class, decision, now_ms) && decision.to < decision.from {
-                clamp_threads(class, decision.to);
-            }
+            enact(class, decision, now_ms);
         }
+    }
+}
+
+/// Applies the tuner's `decision` for `class` at `now_ms`: a lower
+/// capacity reaches every live thread's fast path at once
+/// ([`clamp_threads`]); a higher one reaches each thread at its next
+/// exchange, and the class's barns are emptied into the slabs
+/// ([`regather`]). False, with nothing done, if a pin or another change
+/// came first (`cache::apply_decision`).
+pub(crate) fn enact(class: SizeClass, decision: Decision, now_ms: u64) -> bool {
+    if !cache::apply_decision(class, decision, now_ms) {
+        return false;
+    }
+    if decision.to < decision.from {
+        clamp_threads(class, decision.to);
+    } else {
+        regather(class);
+    }
+    true
+}
+
+/// Empties every barn of `class`, whose capacity was just raised, into the
+/// slabs (the objects of its full sheaves; the sheaves go to the pool), so
+/// that the sheaves of the new capacity are gathered from whole slabs.
+///
+/// Why: the objects a steady load keeps in circulation (a hand-off's
+/// packets, say) are gathered while the capacity is still low. The sheaves
+/// filled at the old capacity that sink to the bottom of a barn's stacks
+/// never move again, and they hold the rest of the slabs whose other
+/// objects circulate; so the circulating sheaves hold parts of slabs, and
+/// the runs of consecutive objects that the hardware prefetchers follow
+/// are cut short. On `handoff-1to1` the share of packets one slot on from
+/// the last read 0.85–0.95 auto-tuned against 0.96 at a fixed capacity;
+/// with the barns emptied at each raise, 0.96 (docs/PERFORMANCE.md,
+/// "Regathered at each raise"). Emptied, the next refills take whole
+/// slabs' objects at the new capacity. Costs one pass over the barns per
+/// raise, which the tuner's cooldowns make rare. The sheaves the threads
+/// (or the CPUs) hold keep their objects: emptying them too made the
+/// hand-off slower where the vCPUs sit close.
+fn regather(class: SizeClass) {
+    let depot = ClassDepot::of(class);
+    for node in NodeId::all() {
+        exchange::drain_barn(&depot, node);
     }
 }
 
@@ -219,4 +264,96 @@ pub fn clamp_threads(class: SizeClass, capacity: u32) {
             thread.clamp_capacity(class, capacity);
         }
     });
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::exchange::Depot;
+    use crate::tuner::Reason;
+
+    /// The 16 KiB class, which no other unit test fills, tunes or pins.
+    fn class() -> SizeClass {
+        SizeClass::all()
+            .find(|class| class.object_size() == 16 * 1024 && !class.is_aligned_twin())
+            .expect("a 16 KiB class")
+    }
+
+    fn change(from: u32, to: u32) -> Decision {
+        Decision {
+            from,
+            to,
+            reason: if to > from {
+                Reason::BarnMisses
+            } else {
+                Reason::Idle
+            },
+            signal: 500,
+        }
+    }
+
+    /// Full sheaves in node 0's barn of `class`, and free objects in its
+    /// slabs.
+    fn barn_and_slabs(class: SizeClass) -> (u32, u64) {
+        let node_class = cache::node_class(NodeId::ZERO, class);
+        let full = node_class.barn.lock().counts().0;
+        let free = node_class.slabs.lock().counts().free_objects;
+        (full, free)
+    }
+
+    /// Puts a sheaf of `capacity` objects, refilled from the slabs, into
+    /// node 0's barn; returns how many objects it holds.
+    fn put_a_full_sheaf(depot: &ClassDepot, capacity: u32) -> u32 {
+        let node = NodeId::ZERO;
+        let sheaf = exchange::empty_sheaf(depot, node, capacity).expect("memory for a sheaf");
+        // SAFETY: a new empty sheaf of this class and node: ours alone.
+        exchange::refill(depot, node, unsafe { &mut *sheaf.as_ptr() });
+        // SAFETY: as above; refilled, not yet handed over.
+        let held = unsafe { (*sheaf.as_ptr()).len };
+        // SAFETY: ours, holding free objects of this class whose home is
+        // node 0; handed over on `Ok`.
+        match unsafe { exchange::put_full(depot, node, sheaf) } {
+            // SAFETY: the barn's empty sheaf, now ours.
+            Ok(Some(empty)) => unsafe { depot.pool().give(empty) },
+            Ok(None) => {}
+            Err(_) => panic!("the barn refused its first full sheaf"),
+        }
+        held
+    }
+
+    #[test]
+    fn a_raise_empties_the_barns_into_the_slabs_and_a_lowering_leaves_them() {
+        assert!(crate::runtime::ensure_init());
+        let class = class();
+        let depot = ClassDepot::of(class);
+        let default = cache::default_sheaf_capacity(class);
+        assert!(default >= 2 && cache::max_sheaf_capacity(class) >= 2 * default);
+        assert_eq!(cache(class).sheaf_capacity(class), default);
+
+        let held = put_a_full_sheaf(&depot, default);
+        assert_eq!(held, default, "refilled to its capacity");
+        let (full, free) = barn_and_slabs(class);
+        assert!(full >= 1, "the barn holds the sheaf");
+
+        // Lowered: the barn keeps its sheaves (they are fitted when taken).
+        assert!(enact(class, change(default, default / 2), 1));
+        assert_eq!(cache(class).sheaf_capacity(class), default / 2);
+        assert_eq!(barn_and_slabs(class), (full, free));
+
+        // Raised: every full sheaf's objects are back in the slabs.
+        assert!(enact(class, change(default / 2, 2 * default), 2));
+        assert_eq!(cache(class).sheaf_capacity(class), 2 * default);
+        let (full_after, free_after) = barn_and_slabs(class);
+        assert_eq!(full_after, 0, "the barn was emptied");
+        assert!(
+            free_after >= free + u64::from(held),
+            "the sheaf's {held} objects went back to the slabs ({free} -> {free_after} free)"
+        );
+
+        // A stale decision is refused and empties nothing.
+        let held_again = put_a_full_sheaf(&depot, 2 * default);
+        assert!(held_again > 0);
+        assert!(!enact(class, change(default, 4 * default), 3));
+        assert_eq!(barn_and_slabs(class).0, 1);
+    }
 }

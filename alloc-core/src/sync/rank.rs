@@ -9,7 +9,7 @@
 //!
 //! | rank | lock | nests inside it |
 //! |---|---|---|
-//! | 0 `Tuner` | the auto-tuner's and the lane steering's book (taken with `try_lock` by the periodic tick) | `Registry` (one pass over the threads) |
+//! | 0 `Tuner` | the auto-tuner's and the lane steering's book (taken with `try_lock` by the periodic tick) | `Registry` (one pass over the threads); `Barn`, then `Slabs` or `Pool`, one at a time (a lowering drains the CPUs' sheaves, a raise empties the barns: `runtime::tune::enact`) |
 //! | 1 `Registry` | the thread registry, and the pool of threads' per-class records (taken on a thread's first slow path of a class) | nothing (readers only load or clamp per-thread atomics; a new record comes from a mapping) |
 //! | 2 `Topology` | topology publication | nothing |
 //! | 3 `Barn` | a barn, per node and class | nothing |
