@@ -101,12 +101,57 @@ pub fn source_commit() -> Option<(String, bool)> {
         .args([
             ":/",
             ":(exclude,top)bench/results",
-            ":(exclude,glob)**/*.md",
+            ":(exclude,top,glob)**/*.md",
         ])
         .output()
         .ok()
         .is_some_and(|out| !out.stdout.is_empty());
     Some((commit, dirty))
+}
+
+/// Whether what a benchmark runs differs between `commit` and the
+/// checkout as it is (committed or not): every file but results,
+/// Markdown files and this driver's own modules (`sheafalloc-bench`'s,
+/// which run the workload binaries but are not built into them). An
+/// error if git cannot tell (not a checkout, unknown commit).
+pub fn code_changed_since(commit: &str) -> Result<bool, String> {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let status = Command::new("git")
+        .args(["-C", dir, "diff", "--quiet", commit, "--"])
+        .args(CODE_PATHS)
+        .args(driver_paths())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("git diff: {e}"))?;
+    match status.code() {
+        Some(0) => Ok(false),
+        Some(1) => Ok(true),
+        _ => Err(format!(
+            "git diff {commit} failed: is {commit} a commit of this checkout?"
+        )),
+    }
+}
+
+/// The paths whose changes change what a benchmark measures.
+const CODE_PATHS: [&str; 3] = [
+    ":/",
+    ":(exclude,top)bench/src/main.rs",
+    ":(exclude,top)bench/results",
+];
+
+/// Exclusions of the driver's own modules, read from the `mod` lines of
+/// its `main.rs` (so a module added there is covered without a list to
+/// keep), and of Markdown files.
+fn driver_paths() -> Vec<String> {
+    let mut paths = vec![":(exclude,top,glob)**/*.md".to_owned()];
+    for line in include_str!("main.rs").lines() {
+        let Some(module) = line.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) else {
+            continue;
+        };
+        paths.push(format!(":(exclude,top)bench/src/{module}.rs"));
+        paths.push(format!(":(exclude,top)bench/src/{module}"));
+    }
+    paths
 }
 
 impl Machine {
@@ -116,5 +161,40 @@ impl Machine {
             "{}, {} logical CPUs ({} available to this process), kernel {}, {}",
             self.cpu, self.cpus, self.available, self.kernel, self.rustc
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_driver_s_own_modules_are_left_out_of_the_measured_code_and_the_library_is_not() {
+        let paths = driver_paths();
+        for module in ["sweep", "sweep_resume", "tuning", "suite"] {
+            assert!(
+                paths.contains(&format!(":(exclude,top)bench/src/{module}.rs")),
+                "{module} missing from {paths:?}"
+            );
+        }
+        // The workload binaries are built from the library: its modules
+        // are measured code.
+        for module in ["service", "kernels", "lib"] {
+            assert!(
+                !paths
+                    .iter()
+                    .any(|p| p.contains(&format!("bench/src/{module}"))),
+                "{module} left out"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_commit_is_an_error_not_a_verdict() {
+        if source_commit().is_none() {
+            return; // Not a git checkout: nothing to compare with.
+        }
+        let error = code_changed_since("0000000000000000000000000000000000000000").unwrap_err();
+        assert!(error.contains("0000000"), "{error}");
     }
 }

@@ -17,6 +17,7 @@ mod results_file;
 mod suite;
 mod sweep;
 mod sweep_merge;
+mod sweep_resume;
 mod tuning;
 mod workloads;
 

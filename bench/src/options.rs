@@ -52,6 +52,10 @@ usage:
   sheafalloc-bench tuning|modes --replay RESULTS.jsonl
       remakes a sweep's report (and, for a full run, its README table)
       from its results file, without running anything
+  sheafalloc-bench tuning|modes ... --resume
+      with the options of an interrupted sweep: keeps the runs its results
+      file recorded and runs only the rest (refused if the file was made
+      by other options, or the code changed since its commit)
   sheafalloc-bench tuning|modes --merge PART.jsonl,PART.jsonl,...
       merges partial sweeps (--only) that together cover every workload
       once into bench/results/tuning.jsonl (or modes.jsonl), then makes
@@ -183,6 +187,9 @@ pub struct SweepOptions {
     /// Merge these partial sweeps' results files into the whole sweep's
     /// (`sweep_merge`) and make its report, instead of running.
     pub merge: Option<Vec<std::path::PathBuf>>,
+    /// Continue the interrupted sweep in the results file (`sweep_resume`)
+    /// instead of starting afresh.
+    pub resume: bool,
     /// The gate in front of every cross-thread run, if asked for.
     pub gate: Option<QuietGate>,
     /// Pairs of the paired confirmation after the sweep (`tuning`: `auto`
@@ -203,6 +210,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
         only: None,
         replay: None,
         merge: None,
+        resume: false,
         gate: None,
         confirm: 0,
         against: None,
@@ -248,6 +256,7 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
                 let file = args.next().ok_or("--replay needs a results file")?;
                 options.replay = Some(file.into());
             }
+            "--resume" => options.resume = true,
             "--merge" => {
                 let value = args.next().ok_or("--merge needs results files")?;
                 options.merge = Some(value.split(',').map(Into::into).collect());
@@ -258,6 +267,12 @@ fn parse_sweep(args: &[String], modes: bool) -> Result<Command, String> {
     options.gate = gate.finish()?;
     if options.merge.is_some() && (options.replay.is_some() || options.only.is_some()) {
         return Err("--merge makes the whole sweep: give neither --replay nor --only".into());
+    }
+    if options.resume && (options.merge.is_some() || options.replay.is_some()) {
+        return Err(
+            "--resume runs what an interrupted sweep left: give neither --replay nor --merge"
+                .into(),
+        );
     }
     if options.against.is_some() && options.confirm == 0 {
         return Err(

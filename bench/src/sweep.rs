@@ -346,7 +346,7 @@ pub fn run(
         name.to_owned()
     };
     let dir = crate::suite::results_dir();
-    let mut log = std::fs::File::create(dir.join(format!("{stem}.jsonl"))).ok();
+    let path = dir.join(format!("{stem}.jsonl"));
     let commit = crate::machine::commit_label();
     let only = options.only.as_ref().map_or_else(String::new, |only| {
         let names: Vec<&str> = only.iter().map(|w| w.name()).collect();
@@ -373,21 +373,43 @@ pub fn run(
         (pairs, None) => format!(" --confirm {pairs}"),
         (pairs, Some(against)) => format!(" --confirm {pairs} --against {against}"),
     };
-    let provenance = format!(
-        "`sheafalloc-bench {name} --rounds {} --warmup {}{fixed_warmup} --seconds {}{confirm_flag}{only}{gate_flags}`; commit {commit}; {}{gate_words}",
-        options.rounds,
-        options.warmup,
-        options.seconds,
-        crate::machine::describe().markdown()
+    let command = format!(
+        "sheafalloc-bench {name} --rounds {} --warmup {}{fixed_warmup} --seconds {}{confirm_flag}{only}{gate_flags}",
+        options.rounds, options.warmup, options.seconds,
     );
+    let names: Vec<String> = workloads.iter().map(|w| w.name().to_owned()).collect();
+    // Resuming: the recorded runs, taken out as the loops reach them.
+    let mut resumed = options.resume.then(|| {
+        crate::sweep_resume::prepare(&path, &command, &names, configs.clone()).unwrap_or_else(
+            |error| {
+                eprintln!("sheafalloc-bench {name} --resume: {error}");
+                std::process::exit(1);
+            },
+        )
+    });
+    let provenance = resumed.as_ref().map_or_else(
+        || {
+            format!(
+                "`{command}`; commit {commit}; {}{gate_words}",
+                crate::machine::describe().markdown()
+            )
+        },
+        |r| r.provenance.clone(),
+    );
+    let mut log = std::fs::File::create(&path).ok();
     if let Some(log) = log.as_mut() {
         let header = serde_json::json!({
             "kind": "header",
             "stem": stem,
             "provenance": provenance,
-            "workloads": workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
+            "workloads": names,
         });
         let _ = writeln!(log, "{header}");
+        if let Some(r) = &resumed {
+            // The recorded runs, as they were (the old header left out).
+            let runs = r.text.split_once('\n').map_or("", |(_, runs)| runs);
+            let _ = log.write_all(runs.as_bytes());
+        }
     }
     let mut results: Vec<Vec<Outcome>> = workloads.iter().map(|_| Vec::new()).collect();
     let runner = Runner {
@@ -398,6 +420,13 @@ pub fn run(
         for (w, &workload) in workloads.iter().enumerate() {
             for slot in 0..configs.len() {
                 let c = (slot + round) % configs.len();
+                if let Some(r) = resumed.as_mut() {
+                    let recorded = &mut r.sweep.results[w];
+                    if let Some(outcome) = crate::sweep_resume::take(recorded, round + 1, c) {
+                        results[w].push(outcome);
+                        continue;
+                    }
+                }
                 let label = format!("round {}/{}", round + 1, options.rounds);
                 if let Some(outcome) = runner.run(&label, workload, &configs, c, round + 1) {
                     log_run(log.as_mut(), workload, &configs[c], &outcome, None);
@@ -416,7 +445,8 @@ pub fn run(
         stem,
     };
     if options.confirm > 0 {
-        confirm(&mut sweep, &runner, log.as_mut(), challenger);
+        let recorded = resumed.map(|r| r.sweep.confirmations);
+        confirm(&mut sweep, &runner, log.as_mut(), challenger, recorded);
     }
     sweep
 }
@@ -523,6 +553,7 @@ fn confirm(
     runner: &Runner<'_>,
     mut log: Option<&mut std::fs::File>,
     challenger: &dyn Fn(&Sweep, usize) -> Option<usize>,
+    mut recorded: Option<Vec<Vec<Outcome>>>,
 ) {
     let pairs = runner.options.confirm;
     for w in 0..sweep.workloads.len() {
@@ -537,6 +568,13 @@ fn confirm(
                 [other, 0]
             };
             for c in order {
+                if let Some(recorded) = recorded.as_mut() {
+                    if let Some(outcome) = crate::sweep_resume::take(&mut recorded[w], pair + 1, c)
+                    {
+                        sweep.confirmations[w].push(outcome);
+                        continue;
+                    }
+                }
                 let label = format!("confirm {}/{pairs}", pair + 1);
                 if let Some(outcome) = runner.run(&label, workload, &sweep.configs, c, pair + 1) {
                     log_run(
@@ -739,6 +777,7 @@ mod tests {
             only: None,
             replay: None,
             merge: None,
+            resume: false,
             gate: None,
             confirm: 0,
             against: None,
