@@ -20,13 +20,22 @@ pub struct Machine {
 /// Reads the description.
 pub fn describe() -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|line| {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|line| {
             let (key, value) = line.split_once(':')?;
-            (key.trim() == "model name").then(|| value.trim().to_owned())
+            (key.trim() == name).then(|| value.trim().to_owned())
         })
-        .unwrap_or_else(|| "unknown".into());
+    };
+    // A virtual machine's model name can be as bare as "AMD EPYC", which
+    // covers generations that run the same code at different speeds: the
+    // family and model tell them apart.
+    let cpu = match (field("model name"), field("cpu family"), field("model")) {
+        (Some(name), Some(family), Some(model)) => {
+            format!("{name} (family {family}, model {model})")
+        }
+        (Some(name), _, _) => name,
+        _ => "unknown".into(),
+    };
     let cpus = cpuinfo
         .lines()
         .filter(|line| line.starts_with("processor"))
@@ -186,6 +195,20 @@ mod tests {
                     .any(|p| p.contains(&format!("bench/src/{module}"))),
                 "{module} left out"
             );
+        }
+    }
+
+    #[test]
+    fn the_cpu_names_its_family_and_model_where_cpuinfo_gives_them() {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = describe().cpu;
+        if cpuinfo.contains("cpu family") && cpuinfo.contains("model name") {
+            assert!(
+                cpu.contains("(family ") && cpu.contains(", model "),
+                "{cpu}"
+            );
+        } else {
+            assert!(!cpu.contains("(family "), "{cpu}");
         }
     }
 
