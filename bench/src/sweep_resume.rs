@@ -36,12 +36,24 @@ pub struct Resumed {
 
 /// Reads the interrupted sweep at `path` and checks it may be resumed by
 /// `command` (the command line as the provenance quotes it) on
-/// `workloads` at commit `commit`.
+/// `workloads` with the checkout's code.
 pub fn prepare(
     path: &Path,
     command: &str,
     workloads: &[String],
     configs: Vec<Config>,
+) -> Result<Resumed, String> {
+    prepare_with(path, command, workloads, configs, check_same_code)
+}
+
+/// [`prepare`], with `same_code` to say whether the checkout's code is the
+/// recorded commit's.
+fn prepare_with(
+    path: &Path,
+    command: &str,
+    workloads: &[String],
+    configs: Vec<Config>,
+    mut same_code: impl FnMut(&str) -> Result<(), String>,
 ) -> Result<Resumed, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let (text, torn) = drop_torn_line(&text);
@@ -74,7 +86,7 @@ pub fn prepare(
     }
     let commit = recorded_commit(recorded)
         .ok_or_else(|| format!("{}: the provenance names no commit", path.display()))?;
-    check_same_code(commit)?;
+    same_code(commit)?;
     let sweep = sweep::load(path, configs)?;
     let runs: usize = sweep
         .results
@@ -188,6 +200,106 @@ mod tests {
             Some("abc")
         );
         assert_eq!(recorded_commit("`x`; no commit here"), None);
+    }
+
+    /// A results file as `sweep::run` writes it: the header, then `runs`.
+    fn results_file(name: &str, command: &str, runs: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("{name}-{}.jsonl", std::process::id()));
+        let header = serde_json::json!({
+            "kind": "header",
+            "stem": "tuning",
+            "provenance": format!("`{command}`; commit abc123; a machine"),
+            "workloads": ["handoff-1to1"],
+        });
+        std::fs::write(&path, format!("{header}\n{runs}")).expect("a temporary file");
+        path
+    }
+
+    fn run_line(round: usize, config: &str, value: f64) -> String {
+        let line = format!("result workload=handoff-1to1 value={value}");
+        format!(
+            "{}\n",
+            serde_json::json!({"round": round, "workload": "handoff-1to1", "config": config, "line": line})
+        )
+    }
+
+    fn configs() -> Vec<Config> {
+        vec![Config::new("auto", &[]), Config::new("fixed-64", &[])]
+    }
+
+    #[test]
+    fn a_file_cut_off_mid_run_resumes_with_its_whole_runs_and_loses_the_torn_one() {
+        let command = "sheafalloc-bench tuning --rounds 2";
+        let runs = format!(
+            "{}{}{{\"round\":2,\"workload\":\"handoff-1",
+            run_line(1, "auto", 20.0),
+            run_line(1, "fixed-64", 18.0)
+        );
+        let path = results_file("resume-torn", command, &runs);
+        let workloads = vec!["handoff-1to1".to_owned()];
+        let mut asked = None;
+        let resumed = prepare_with(&path, command, &workloads, configs(), |commit| {
+            asked = Some(commit.to_owned());
+            Ok(())
+        })
+        .expect("resumable");
+        assert_eq!(
+            asked.as_deref(),
+            Some("abc123"),
+            "the recorded commit is checked"
+        );
+        let mut recorded = resumed
+            .sweep
+            .results
+            .into_iter()
+            .next()
+            .expect("one workload");
+        assert_eq!(recorded.len(), 2, "the two whole runs, not the torn one");
+        assert_eq!(take(&mut recorded, 1, 1).map(|o| o.value), Some(18.0));
+        assert!(resumed
+            .provenance
+            .starts_with(&format!("`{command}`; commit abc123")));
+        assert!(
+            resumed.provenance.contains("interrupted after 2 runs"),
+            "{}",
+            resumed.provenance
+        );
+        let on_disk = std::fs::read_to_string(&path).expect("still there");
+        assert!(
+            on_disk.ends_with('\n') && !on_disk.contains("handoff-1\""),
+            "torn line kept"
+        );
+        assert_eq!(resumed.text, on_disk);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn another_command_other_workloads_or_other_code_are_refused_by_name() {
+        let command = "sheafalloc-bench tuning --rounds 2";
+        let path = results_file("resume-refused", command, &run_line(1, "auto", 20.0));
+        let workloads = vec!["handoff-1to1".to_owned()];
+        let same = |_: &str| Ok(());
+        let other = "sheafalloc-bench tuning --rounds 3";
+        let error = prepare_with(&path, other, &workloads, configs(), same)
+            .err()
+            .expect("refused");
+        assert!(
+            error.contains("--rounds 2") && error.contains("--rounds 3"),
+            "{error}"
+        );
+        let error = prepare_with(&path, command, &["larson".to_owned()], configs(), same)
+            .err()
+            .expect("refused");
+        assert!(
+            error.contains("handoff-1to1") && error.contains("larson"),
+            "{error}"
+        );
+        let changed = |commit: &str| Err(format!("code changed since {commit}"));
+        let error = prepare_with(&path, command, &workloads, configs(), changed)
+            .err()
+            .expect("refused");
+        assert_eq!(error, "code changed since abc123");
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
