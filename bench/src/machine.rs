@@ -107,11 +107,7 @@ pub fn source_commit() -> Option<(String, bool)> {
             "--untracked-files=no",
             "--",
         ])
-        .args([
-            ":/",
-            ":(exclude,top)bench/results",
-            ":(exclude,top,glob)**/*.md",
-        ])
+        .args(MEASURED_PATHS)
         .output()
         .ok()
         .is_some_and(|out| !out.stdout.is_empty());
@@ -127,7 +123,7 @@ pub fn code_changed_since(commit: &str) -> Result<bool, String> {
     let dir = env!("CARGO_MANIFEST_DIR");
     let status = Command::new("git")
         .args(["-C", dir, "diff", "--quiet", commit, "--"])
-        .args(CODE_PATHS)
+        .args(MEASURED_PATHS)
         .args(driver_paths())
         .stderr(std::process::Stdio::null())
         .status()
@@ -141,18 +137,19 @@ pub fn code_changed_since(commit: &str) -> Result<bool, String> {
     }
 }
 
-/// The paths whose changes change what a benchmark measures.
-const CODE_PATHS: [&str; 3] = [
+/// The paths whose changes change what a benchmark measures: everything
+/// but results, which a benchmark writes as it runs, and Markdown files.
+const MEASURED_PATHS: [&str; 3] = [
     ":/",
-    ":(exclude,top)bench/src/main.rs",
     ":(exclude,top)bench/results",
+    ":(exclude,top,glob)**/*.md",
 ];
 
-/// Exclusions of the driver's own modules, read from the `mod` lines of
-/// its `main.rs` (so a module added there is covered without a list to
-/// keep), and of Markdown files.
+/// Exclusions of the driver's own files: its `main.rs` and the modules
+/// its `mod` lines name (read from the source, so a module added there is
+/// covered without a list to keep).
 fn driver_paths() -> Vec<String> {
-    let mut paths = vec![":(exclude,top,glob)**/*.md".to_owned()];
+    let mut paths = vec![":(exclude,top)bench/src/main.rs".to_owned()];
     for line in include_str!("main.rs").lines() {
         let Some(module) = line.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) else {
             continue;
