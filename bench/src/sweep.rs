@@ -622,6 +622,15 @@ pub fn run_or_replay(
 /// run, as written.
 pub fn read_results(path: &std::path::Path) -> Result<(serde_json::Value, Vec<String>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_results(path, &text)
+}
+
+/// [`read_results`] of a file's `text`, already read (`path` names it in
+/// errors).
+pub fn parse_results(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<(serde_json::Value, Vec<String>), String> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header: serde_json::Value = lines
         .next()

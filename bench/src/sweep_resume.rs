@@ -64,7 +64,7 @@ fn prepare_with(
         );
         std::fs::write(path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let (header, _) = sweep::read_results(path)?;
+    let (header, _) = sweep::parse_results(path, &text)?;
     let recorded = header["provenance"].as_str().unwrap_or_default();
     check_command(recorded, command)?;
     let listed: Vec<String> = header["workloads"]
