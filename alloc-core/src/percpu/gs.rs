@@ -31,8 +31,10 @@ use super::{cache_of, in_use, mode, no_cache, owner_of, CacheMode, CpuCache};
 use crate::node::NodeId;
 use crate::os;
 
-/// The GS base this engine set for the calling thread (0: none, and then
-/// its pops and pushes skip the sections).
+/// The GS base this engine set for the calling thread (0: none; its pops
+/// and pushes run the sections only while it is set, which the thread's
+/// rseq area records for them: `ThreadCache::rseq` is non-null only
+/// while this is set).
 ///
 /// Invariant: when nonzero, it is the address of a live `CpuCache` (a CPU's
 /// own, or the `NO_CACHE` stand-in), and it was the thread's GS base when
@@ -54,8 +56,8 @@ pub enum Follow {
     /// is worth trying again.
     Moved,
     /// The register no longer holds the base this engine set: something
-    /// else uses GS. The thread no longer uses it ([`ThreadGs::is_set`] is
-    /// false from now on).
+    /// else uses GS. The thread no longer uses it (the record is released:
+    /// [`ThreadGs::release`]).
     Foreign,
 }
 
@@ -63,12 +65,6 @@ impl ThreadGs {
     /// No base set.
     pub const fn new() -> Self {
         Self(Cell::new(0))
-    }
-
-    /// Whether the thread's pops and pushes may run the GS sections.
-    #[inline(always)]
-    pub fn is_set(&self) -> bool {
-        self.0.get() != 0
     }
 
     /// Makes the calling thread's GS base point at a live cache (the
@@ -126,7 +122,7 @@ impl ThreadGs {
 
     /// Points the base at the cache of the CPU the thread is on now, if the
     /// cache it points at is not that CPU's; see [`Follow`]. Call only
-    /// while [`Self::is_set`].
+    /// while the base is set (claimed, not released).
     #[inline]
     pub fn follow_cpu(&self) -> Follow {
         #[cfg(target_arch = "x86_64")]
@@ -164,7 +160,7 @@ impl ThreadGs {
         Follow::Stayed
     }
 
-    /// Points the base (set: [`Self::is_set`]) at `cache`, a CPU's own,
+    /// Points the base (set: claimed, not released) at `cache`, a CPU's own,
     /// where the retries of a slow path look.
     pub(super) fn point_at(&self, cache: &'static CpuCache) {
         let base = ptr::from_ref(cache) as usize;

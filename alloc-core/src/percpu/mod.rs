@@ -266,11 +266,11 @@ impl CpuCache {
 }
 
 /// Entries of [`CPU_CACHES`]: one per CPU id the engine serves, and
-/// [`NO_CPU`].
+/// [`NO_CPU`] (for the tests' stand-in area).
 const TABLE_LEN: usize = MAX_CPUS + 1;
 
-/// The CPU id of the stand-in rseq area ([`no_rseq`]): its table entry is
-/// [`NO_CACHE`] for good.
+/// The CPU id of the tests' stand-in rseq area (`no_rseq`): its table
+/// entry is [`NO_CACHE`] for good.
 const NO_CPU: u32 = MAX_CPUS as u32;
 
 /// What a cache's `owner` holds for CPU `cpu`: the id mixed with a key, so
@@ -300,7 +300,8 @@ const _: () = assert!(owner_of(u32::MAX) != NO_OWNER && (MAX_CPUS as u32) < 0x1_
 /// a bound test: per-CPU mode is only chosen when every CPU id the kernel
 /// may report is below `MAX_CPUS` (`init`), a thread uses its own area
 /// only once the kernel set its CPU id (attach), and every other thread
-/// uses the stand-in, whose id is `NO_CPU`.
+/// runs no section (its area is null: `ThreadCache::rseq`). The tests run
+/// sections with a stand-in area whose id is `NO_CPU`.
 pub(crate) static CPU_CACHES: [AtomicPtr<CpuCache>; TABLE_LEN] =
     [const { AtomicPtr::new(ptr::addr_of!(NO_CACHE).cast_mut()) }; TABLE_LEN];
 
@@ -352,22 +353,26 @@ pub(crate) fn in_use(cpu: u32, cache: &CpuCache) -> bool {
         .is_some_and(|entry| ptr::eq(entry.load(Ordering::Acquire), cache))
 }
 
-/// The rseq area of a thread that has none of its own in use (per-thread
-/// mode, a thread not yet attached or already gone, or one whose own area
-/// the kernel did not register): laid out as `struct rseq`, with CPU id
-/// [`NO_CPU`], so every section run with it finds [`NO_CACHE`] and misses.
+/// An rseq area for the tests, which check that every section misses on
+/// the stand-in caches from any thread: laid out as `struct rseq`, with
+/// CPU id [`NO_CPU`], so every section run with it finds [`NO_CACHE`].
 /// The kernel never sees it; the sections' only write to it is `rseq_cs`
-/// (any thread, any time: nothing reads it).
+/// (any thread, any time: nothing reads it). A thread with no area of its
+/// own in use runs no section at all.
+#[cfg(test)]
 #[repr(C, align(32))]
 struct RseqStandIn(UnsafeCell<[u32; 8]>);
 
 // SAFETY: the only writes are the sections' stores of `rseq_cs`, whose
 // value nobody reads; `cpu_id` is never written.
+#[cfg(test)]
 unsafe impl Sync for RseqStandIn {}
 
+#[cfg(test)]
 static NO_RSEQ: RseqStandIn = RseqStandIn(UnsafeCell::new([0, NO_CPU, 0, 0, 0, 0, 0, 0]));
 
 /// The stand-in rseq area (see `RseqStandIn`).
+#[cfg(test)]
 pub const fn no_rseq() -> *mut u8 {
     UnsafeCell::raw_get(ptr::addr_of!(NO_RSEQ.0)).cast()
 }

@@ -88,8 +88,8 @@ impl ThreadCache {
         }
         // Per-CPU mode: the thread holds no sheaves, nothing to flush; from
         // now on (later thread-exit destructors) it allocates uncached.
+        self.rseq.set(core::ptr::null_mut());
         self.gs.release();
-        self.rseq.set(crate::percpu::no_rseq());
         runtime::unregister(self);
         self.node_span.set(0);
         self.state.set(ThreadState::Dead);
@@ -144,8 +144,8 @@ impl ThreadCache {
     /// on the CPUs', so there is nothing to move).
     #[cold]
     pub(super) fn leave_cpu_caches(&self) {
+        self.rseq.set(core::ptr::null_mut());
         self.gs.release();
-        self.rseq.set(crate::percpu::no_rseq());
         self.node_span.set(arena::node_span());
         crate::percpu::count_gs_taken();
     }

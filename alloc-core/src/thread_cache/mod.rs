@@ -88,9 +88,16 @@ mod engine {
         /// library writes in full at every thread's start.
         pub(super) cold: [AtomicPtr<ColdSlot>; NUM_CLASSES],
         /// The thread's rseq area while it uses the CPUs' caches (set at
-        /// attach, in per-CPU mode), else the stand-in
-        /// [`crate::percpu::no_rseq`], with which every section misses:
-        /// the fast paths then use the hot slots.
+        /// attach, in per-CPU mode), else null: the fast paths then use the
+        /// hot slots.
+        ///
+        /// Invariant: non-null only while `gs` is set (claimed before this
+        /// is set, released after it is cleared), so a non-null area is
+        /// all the pop and push sections need. The fast paths' one
+        /// thread-local load: it both picks the mode and gives the
+        /// sections their area (a separate flag cost a load, and a compare
+        /// with an immediate that does not fuse with its branch, per
+        /// operation).
         pub(super) rseq: Cell<*mut u8>,
         /// Per-CPU mode, attached: the GS base the thread set, at which the
         /// pop and push sections find its CPU's cache (they run only while
@@ -121,7 +128,7 @@ mod engine {
                 #[cfg(debug_assertions)]
                 in_slow_path: Cell::new(false),
                 cold: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CLASSES],
-                rseq: Cell::new(crate::percpu::no_rseq()),
+                rseq: Cell::new(ptr::null_mut()),
                 gs: ThreadGs::new(),
                 owner_thread: AtomicUsize::new(0),
                 registry_prev: AtomicPtr::new(ptr::null_mut()),
@@ -133,7 +140,13 @@ mod engine {
         /// rather than on sheaves of its own.
         #[inline(always)]
         pub(super) fn uses_cpu_caches(&self) -> bool {
-            self.rseq.get() != crate::percpu::no_rseq()
+            self.cpu_area().is_some()
+        }
+
+        /// The thread's rseq area while it uses the CPUs' caches.
+        #[inline(always)]
+        fn cpu_area(&self) -> Option<NonNull<u8>> {
+            NonNull::new(self.rseq.get())
         }
 
         #[inline(always)]
@@ -212,22 +225,26 @@ mod engine {
         /// reached on the way to the slow path.
         #[inline(always)]
         pub fn pop(&self, class: SizeClass) -> Option<*mut u8> {
-            if self.gs.is_set() {
-                return self.pop_per_cpu(class);
+            match self.cpu_area() {
+                Some(rseq) => Self::pop_on_cpu(rseq, class),
+                None => self.hot(class).pop(),
             }
-            self.hot(class).pop()
         }
 
         #[inline(always)]
         fn pop_per_cpu(&self, class: SizeClass) -> Option<*mut u8> {
-            if !self.gs.is_set() {
-                return None;
-            }
+            Self::pop_on_cpu(self.cpu_area()?, class)
+        }
+
+        /// The per-CPU pop with the thread's area `rseq` (`cpu_area`).
+        #[inline(always)]
+        fn pop_on_cpu(rseq: NonNull<u8>, class: SizeClass) -> Option<*mut u8> {
             // Counted by the CPU, in the section's commit.
-            // SAFETY: on GS: `rseq` is this thread's area, set at attach in
-            // per-CPU mode once the kernel set its CPU id, and the GS base
-            // points at a live cache (claimed at attach).
-            unsafe { crate::percpu::pop(self.rseq.get(), class) }
+            // SAFETY: `rseq` is this thread's area (`cpu_area`), set at
+            // attach in per-CPU mode once the kernel set its CPU id, and
+            // the GS base points at a live cache (claimed before it was
+            // set: `rseq`'s invariant).
+            unsafe { crate::percpu::pop(rseq.as_ptr(), class) }
         }
 
         /// HOT PATH (free): push onto the thread's main sheaf, or (per-CPU
@@ -242,12 +259,14 @@ mod engine {
         ///    out again.
         #[inline(always)]
         pub unsafe fn push(&self, class: SizeClass, object: *mut u8) -> bool {
-            if self.gs.is_set() {
+            match self.cpu_area() {
                 // SAFETY: duty 1.
-                return unsafe { self.push_per_cpu(class, object) };
+                Some(rseq) => unsafe { Self::push_on_cpu(rseq, class, object) },
+                None => {
+                    (object as usize).wrapping_sub(self.node_base.get()) < self.node_span.get()
+                        && self.hot(class).push(object)
+                }
             }
-            (object as usize).wrapping_sub(self.node_base.get()) < self.node_span.get()
-                && self.hot(class).push(object)
         }
 
         /// # Safety
@@ -255,12 +274,21 @@ mod engine {
         /// 1. As [`ThreadCache::push`].
         #[inline(always)]
         unsafe fn push_per_cpu(&self, class: SizeClass, object: *mut u8) -> bool {
-            if !self.gs.is_set() {
-                return false;
-            }
-            // SAFETY: as in `pop_per_cpu`; duty 1. Counted by the CPU, in
+            // SAFETY: duty 1.
+            self.cpu_area()
+                .is_some_and(|rseq| unsafe { Self::push_on_cpu(rseq, class, object) })
+        }
+
+        /// The per-CPU push with the thread's area `rseq` (`cpu_area`).
+        ///
+        /// # Safety
+        ///
+        /// 1. As [`ThreadCache::push`].
+        #[inline(always)]
+        unsafe fn push_on_cpu(rseq: NonNull<u8>, class: SizeClass, object: *mut u8) -> bool {
+            // SAFETY: as in `pop_on_cpu`; duty 1. Counted by the CPU, in
             // the section's commit.
-            unsafe { crate::percpu::push(self.rseq.get(), class, object) }
+            unsafe { crate::percpu::push(rseq.as_ptr(), class, object) }
         }
 
         /// A free whose push missed, first thing: onto the CPU's remote
@@ -274,11 +302,11 @@ mod engine {
         /// 1. As [`ThreadCache::push`].
         #[inline(always)]
         unsafe fn push_batch_per_cpu(&self, class: SizeClass, object: *mut u8) -> bool {
-            if !self.gs.is_set() {
+            let Some(rseq) = self.cpu_area() else {
                 return false;
-            }
-            // SAFETY: as in `push_per_cpu`; duty 1.
-            if !unsafe { crate::percpu::push_batch(self.rseq.get(), class, object) } {
+            };
+            // SAFETY: as in `pop_on_cpu`; duty 1.
+            if !unsafe { crate::percpu::push_batch(rseq.as_ptr(), class, object) } {
                 return false;
             }
             self.hot(class).count_free();
@@ -397,7 +425,7 @@ mod engine {
         /// runs sheaves of its own from now on.
         #[inline(always)]
         fn follow_cpu(&self) -> bool {
-            if !self.gs.is_set() {
+            if !self.uses_cpu_caches() {
                 return false;
             }
             match self.gs.follow_cpu() {
