@@ -132,8 +132,9 @@ pub fn take_full_alone<D: Depot>(depot: &D, node: NodeId) -> Option<NonNull<Shea
     })
 }
 
-/// Puts a full sheaf just taken from another lane's stack in ascending
-/// pop order ([`Sheaf::order_for_ascending_pops`]): the point where a
+/// Puts a full sheaf just taken from another lane's stack in the pop
+/// order this CPU rewards ([`Sheaf::order_for_pops`],
+/// [`crate::pop_order`]): the point where a
 /// hand-off's objects cross to the CPU that allocates them. A sheaf of the
 /// taker's own lane holds what its CPU freed and is left as it is. Called
 /// with no lock held.
@@ -141,7 +142,7 @@ fn order_if_stolen(full: NonNull<Sheaf>, taken: Taken) {
     if taken == Taken::Stolen {
         // SAFETY: just taken from the barn: the caller owns it, and
         // nothing else reaches it until the caller installs it.
-        unsafe { (*full.as_ptr()).order_for_ascending_pops() };
+        unsafe { (*full.as_ptr()).order_for_pops(crate::pop_order::stolen()) };
     }
 }
 
@@ -548,7 +549,11 @@ mod tests {
     }
 
     #[test]
-    fn a_stolen_full_sheaf_pops_in_ascending_order_and_an_own_one_as_freed() {
+    fn a_stolen_full_sheaf_pops_in_the_cpus_order_and_an_own_one_as_freed() {
+        // The order this CPU's stolen sheaves pop in, decided before the
+        // steal (as the engine's initialisation does; another test may
+        // initialise the engine at any time, to the same order).
+        crate::pop_order::init();
         // Freed out of address order, as a hand-off's consumer frees.
         let freed = [5, 1, 7, 0, 3, 6, 2, 4];
         let mut depot = TestDepot::new(8);
@@ -568,8 +573,8 @@ mod tests {
         let own = take_full_alone(&depot, NodeId::ZERO).unwrap();
         // SAFETY: ours.
         assert_eq!(unsafe { own.as_ref() }.held(), &as_freed[..]);
-        // Another lane steals one: its pops come in ascending address
-        // order, the same objects.
+        // Another lane steals one: its pops come in address order, in
+        // this CPU's direction, the same objects.
         depot.lane = Lane::of_cpu(1);
         assert_ne!(depot.lane, Lane::ZERO);
         let empty = filled(&depot, 8, 0);
@@ -582,7 +587,11 @@ mod tests {
         while let Some(object) = sheaf.pop() {
             popped.push(object);
         }
-        assert_eq!(popped, (0..8).map(fake).collect::<Vec<_>>());
+        let mut expected: Vec<*mut u8> = (0..8).map(fake).collect();
+        if crate::pop_order::stolen() == crate::pop_order::PopOrder::Descending {
+            expected.reverse();
+        }
+        assert_eq!(popped, expected);
     }
 
     #[test]

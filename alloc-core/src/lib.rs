@@ -105,6 +105,7 @@ pub mod arena;
 #[cfg(not(loom))]
 pub mod slab;
 
+pub mod pop_order;
 pub mod sheaf;
 pub mod sheaf_pool;
 

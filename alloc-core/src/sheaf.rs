@@ -20,6 +20,7 @@ use core::ptr;
 
 use crate::lane::Lane;
 use crate::node::NodeId;
+use crate::pop_order::PopOrder;
 use crate::size_class::SizeClass;
 
 pub use crate::sheaf_pool::SheafPool;
@@ -236,22 +237,26 @@ impl Sheaf {
         self.capacity = capacity;
     }
 
-    /// Orders the held objects so that pops return them in ascending
-    /// address order (the array descending). A full sheaf stolen from
+    /// Orders the held objects so that pops return them in address order,
+    /// `order` (the array sorted the other way). A full sheaf stolen from
     /// another lane's barn stack carries a hand-off's objects in the order
     /// the other CPU freed them, and its pops would run that order
-    /// backwards; in ascending order the prefetchers fetch the next
+    /// backwards; in address order the prefetchers fetch the next
     /// objects' lines from the other core ahead of their use
-    /// (docs/PERFORMANCE.md, "The hand-off's packets in address order").
+    /// (docs/PERFORMANCE.md, "The hand-off's packets in address order";
+    /// which direction is the CPU's: [`crate::pop_order`]).
     /// `sort_unstable_by` neither allocates nor panics (the order of
     /// addresses is total); already ordered, it takes one pass.
-    pub fn order_for_ascending_pops(&mut self) {
+    pub fn order_for_pops(&mut self, order: PopOrder) {
         let len = self.len.min(self.storage) as usize;
         // SAFETY: `storage` entries follow the header (invariant) and the
         // first `len <= storage` are initialised object pointers; `&mut
         // self` makes them ours alone.
         let held = unsafe { core::slice::from_raw_parts_mut(self.objects_ptr(), len) };
-        held.sort_unstable_by(|a, b| b.cmp(a));
+        match order {
+            PopOrder::Ascending => held.sort_unstable_by(|a, b| b.cmp(a)),
+            PopOrder::Descending => held.sort_unstable(),
+        }
     }
 
     /// Pushes an object; returns false if the sheaf is at capacity.
@@ -315,6 +320,35 @@ impl Sheaf {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn order_for_pops_makes_the_pops_walk_the_addresses_either_way() {
+        let pool = SheafPool::new();
+        let mut sheaf = pool
+            .take(SizeClass::FIRST, NodeId::ZERO, 16, Lane::ZERO)
+            .unwrap();
+        // SAFETY: taken above: ours, and not aliased.
+        let sheaf = unsafe { sheaf.as_mut() };
+        // Stand-ins for objects: distinct, non-null, never dereferenced,
+        // pushed out of order (as a hand-off's consumer frees them).
+        let object = |i: usize| (0x1000 + 64 * i) as *mut u8;
+        let freed = [5, 1, 7, 0, 3, 6, 2, 4];
+        for (order, expected) in [
+            (PopOrder::Ascending, [0, 1, 2, 3, 4, 5, 6, 7]),
+            (PopOrder::Descending, [7, 6, 5, 4, 3, 2, 1, 0]),
+        ] {
+            for i in freed {
+                assert!(sheaf.push(object(i)));
+            }
+            sheaf.order_for_pops(order);
+            let mut popped = Vec::new();
+            while let Some(popped_object) = sheaf.pop() {
+                popped.push(popped_object);
+            }
+            assert_eq!(popped, expected.map(object), "{order:?}");
+            sheaf.check_invariants();
+        }
+    }
 
     #[test]
     fn move_top_to_moves_the_most_recent_objects_in_order_up_to_the_room() {

@@ -113,6 +113,7 @@ fn init_once() -> bool {
     let nodes = node::discover_node_count();
     crate::topology::init_simulated();
     crate::percpu::init();
+    crate::pop_order::init();
     if !arena::init(nodes) {
         os::write_stderr(
             b"sheafalloc: could not reserve address space for the arena; allocations will fail\n",
