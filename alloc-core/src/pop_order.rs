@@ -25,16 +25,6 @@ pub enum PopOrder {
     Descending,
 }
 
-impl PopOrder {
-    /// The name reports use: `ascending` or `descending`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Ascending => "ascending",
-            Self::Descending => "descending",
-        }
-    }
-}
-
 /// Whether stolen sheaves pop in descending order (false until
 /// initialisation decides otherwise).
 static DESCENDING: AtomicBool = AtomicBool::new(false);
