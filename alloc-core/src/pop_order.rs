@@ -107,11 +107,12 @@ mod tests {
         let Ok(text) = std::fs::read_to_string("/proc/cpuinfo") else {
             return;
         };
+        // As the bench's machine description reads it (`bench/src/machine.rs`).
         let field = |name: &str| {
-            text.lines()
-                .find(|line| line.split(':').next().is_some_and(|key| key.trim() == name))
-                .and_then(|line| line.split(':').nth(1))
-                .map(|value| value.trim().to_owned())
+            text.lines().find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                (key.trim() == name).then(|| value.trim().to_owned())
+            })
         };
         let (vendor, family) = cpu_vendor_and_family().expect("cpuid leaf 1");
         if let Some(expected) = field("cpu family") {
