@@ -333,19 +333,19 @@ mod engine {
                 return super::uncached_alloc(self.node.get(), class);
             };
             cold.slow_allocs.count();
-            let rseq = self.rseq.get();
-            let object = if !self.uses_cpu_caches() {
-                self.follow_node();
-                ClassSheaves::new(self.hot(class), cold)
-                    .alloc_slow(&ClassDepot::of(class), self.node.get())
-            } else {
+            let object = if let Some(rseq) = self.cpu_area() {
                 // SAFETY: the thread's rseq area, in per-CPU mode.
-                let (object, counted) =
-                    unsafe { crate::percpu::alloc_slow(rseq, class, &self.gs, &cold.spare_trades) };
+                let (object, counted) = unsafe {
+                    crate::percpu::alloc_slow(rseq.as_ptr(), class, &self.gs, &cold.spare_trades)
+                };
                 if !object.is_null() && counted == crate::percpu::CountedBy::Caller {
                     self.hot(class).count_alloc();
                 }
                 object
+            } else {
+                self.follow_node();
+                ClassSheaves::new(self.hot(class), cold)
+                    .alloc_slow(&ClassDepot::of(class), self.node.get())
             };
             if object.is_null() {
                 super::count_failure(class);
@@ -392,11 +392,16 @@ mod engine {
                 return unsafe { super::uncached_free(class, object) };
             };
             cold.slow_frees.count();
-            let rseq = self.rseq.get();
-            if self.uses_cpu_caches() {
+            if let Some(rseq) = self.cpu_area() {
                 // SAFETY: the thread's rseq area, in per-CPU mode; duty 1.
                 let counted = unsafe {
-                    crate::percpu::free_slow(rseq, class, object, &self.gs, &cold.spare_trades)
+                    crate::percpu::free_slow(
+                        rseq.as_ptr(),
+                        class,
+                        object,
+                        &self.gs,
+                        &cold.spare_trades,
+                    )
                 };
                 if counted == crate::percpu::CountedBy::Caller {
                     self.hot(class).count_free();
